@@ -1,23 +1,60 @@
 // Package storage defines Bucket, the small interface every object store
-// driver implements, the errors callers branch on, and a Registry that maps
-// URL schemes to drivers.
+// driver implements, the errors callers branch on, a Registry that maps URL
+// schemes to drivers, and helpers that work on any Bucket: Download (an
+// object to a local file, atomically, in parallel ranged parts), Upload and
+// UploadFile, ReadAll, Exists, Copy and CopyTree.
 //
 // Drivers live in their own packages (filestore, memstore, s3store, gcsstore,
-// azstore, httpstore); cross-cutting behaviour such as retries and request
-// limits is added by decorators that wrap a Bucket and return a Bucket.
-// Every implementation passes the conformance suite in storagetest.
+// azstore, httpstore); cross-cutting behaviour such as retries (package
+// retry) and request limits (package limit) is added by decorators that wrap
+// a Bucket and return a Bucket. Every implementation passes the conformance
+// suite in storagetest.
 //
 // # Keys
 //
 // Keys are slash-separated, relative to the root the Bucket was opened at
-// (the bucket and prefix of its URL). They never start with "/", never
-// contain "." or ".." elements and are valid UTF-8.
+// (the bucket and prefix of its URL). They are non-empty valid UTF-8, never
+// start or end with "/", never contain empty, "." or ".." elements and
+// never contain NUL. ValidateKey checks this; drivers call it and return an
+// error matching ErrInvalidKey for keys that break it.
 //
 // # Errors
 //
 // A missing object yields an error matching ErrNotExist; refused access
 // matches ErrPermission. Drivers wrap both the sentinel and the native cause,
 // so errors.Is works for the sentinel and errors.As reaches the SDK's type.
+//
+// # Retryable and permanent errors
+//
+// Whether a failed operation is worth repeating is decided in one place,
+// IsRetryable, which every decorator and helper uses. Drivers make their
+// errors classifiable like this:
+//
+//   - An HTTP response with a non-success status becomes an *HTTPError
+//     (StatusCode, the store's Code, RetryAfter parsed from the Retry-After
+//     header or equivalent, and the SDK error in Err). HTTPError matches
+//     ErrNotExist (404, 410), ErrPermission (401, 403) and ErrPrecondition
+//     (412, 416) by itself. Any other error type with a method
+//     HTTPStatusCode() int (the AWS SDK's response errors have one) is
+//     classified the same way; HTTPStatus extracts the code, and a method
+//     RetryAfterDelay() time.Duration supplies the delay RetryAfter returns.
+//   - Never retried: ErrNotExist, ErrPermission, ErrPrecondition, ErrClosed,
+//     ErrReadOnly, ErrInvalidKey, errors.ErrUnsupported, errors wrapped with
+//     Permanent, HTTP 4xx other than 408 and 429, HTTP 501 and 505, and
+//     context.Canceled or context.DeadlineExceeded (the caller gave up).
+//   - Retried: HTTP 408, 429, 5xx; errors wrapped with Temporary or with a
+//     Temporary() bool method that reports true; timeouts (Timeout() bool);
+//     connection resets, refusals, broken pipes, io.ErrUnexpectedEOF (a
+//     truncated body) and other network errors.
+//   - Local system errors (syscall.Errno) other than those are permanent.
+//   - Anything else is retried: an unknown failure most likely came from a
+//     transport an SDK did not classify, and the retry budget bounds the
+//     cost.
+//
+// IsThrottled tells throttling (429, 503 SlowDown/ServerBusy) apart, so a
+// policy can back off further. Drivers should disable their SDK's own retry
+// loops, or document where they cannot, so that retries and their budget
+// live in the retry decorator only.
 package storage
 
 import (
@@ -42,6 +79,9 @@ var (
 	ErrClosed = errors.New("storage: bucket closed")
 	// ErrReadOnly reports a write to a store that cannot be written (HTTP).
 	ErrReadOnly = errors.New("storage: read-only store")
+	// ErrInvalidKey reports a key that breaks the rules in the package
+	// documentation (see ValidateKey).
+	ErrInvalidKey = errors.New("storage: invalid key")
 )
 
 // ObjectInfo describes one stored object.
@@ -81,22 +121,32 @@ type Bucket interface {
 
 	// NewRangeReader returns a reader for length bytes of the object
 	// starting at offset off. A negative length reads to the end of the
-	// object. A missing object yields ErrNotExist; off greater than the
-	// object's size yields ErrPrecondition. If the object ends before
+	// object; a zero length yields an empty reader (after the same checks).
+	// A negative off is an error. A missing object yields ErrNotExist; off
+	// greater than the object's size yields ErrPrecondition, while off equal
+	// to the size yields an empty reader. If the object ends before
 	// off+length, the reader returns the bytes that exist and then io.EOF
-	// (callers that need exact lengths check them). The caller must Close
-	// the reader.
+	// (callers that need exact lengths check them). Reads stop with an error
+	// soon after ctx is cancelled, even while blocked waiting for data (the
+	// retry decorator relies on this to abort stalled bodies). The caller
+	// must Close the reader.
 	NewRangeReader(ctx context.Context, key string, off, length int64) (io.ReadCloser, error)
 
 	// NewWriter returns a writer for a new object under key, replacing any
 	// existing one. The object becomes visible only when Close returns nil;
 	// a write that fails, or whose ctx is cancelled before Close, leaves the
-	// previous state untouched. opts may be nil.
+	// previous state untouched. To abandon a write, cancel ctx and then call
+	// Close, which then returns an error (wrapping ctx.Err()) and releases
+	// everything the write held. opts may be nil.
 	NewWriter(ctx context.Context, key string, opts *WriteOptions) (io.WriteCloser, error)
 
 	// List calls fn once for each object whose key starts with prefix, in
-	// lexical key order, on the calling goroutine. It stops at and returns
-	// the first error fn returns. Pagination is handled inside.
+	// lexical (byte-wise) key order, on the calling goroutine. It stops at
+	// and returns the first error fn returns, unwrapped. Pagination is
+	// handled inside. The empty prefix lists everything; a prefix is a plain
+	// string prefix, not necessarily a whole path element. A store that
+	// cannot list (plain HTTP) returns an error matching
+	// errors.ErrUnsupported.
 	List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error
 
 	// Delete removes the object; a missing object yields ErrNotExist.
@@ -109,4 +159,16 @@ type Bucket interface {
 	// Close releases the Bucket's resources. Calls after Close fail with
 	// ErrClosed.
 	Close() error
+}
+
+// Uploader is an optional capability of a Bucket: writing an object from a
+// source that can be read again from any offset, which lets a driver upload
+// parts in parallel and lets the retry decorator repeat a failed upload.
+// Use it through the Upload helper, which falls back to NewWriter.
+type Uploader interface {
+	// Upload stores size bytes read from src (starting at offset 0) as the
+	// object key, replacing any existing one, with the visibility rules of
+	// NewWriter. It may read src concurrently and more than once. opts may
+	// be nil.
+	Upload(ctx context.Context, key string, src io.ReaderAt, size int64, opts *WriteOptions) error
 }
