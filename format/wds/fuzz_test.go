@@ -1,0 +1,80 @@
+package wds_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sluicedata/sluice/format/wds"
+)
+
+// FuzzReader feeds arbitrary bytes to the Reader and to OpenShard. Neither
+// may panic, both must agree, and whatever decodes must survive a write and
+// a second read unchanged.
+func FuzzReader(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.tar"))
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		opts := &wds.ReaderOptions{MaxMemberSize: 1 << 20, MaxSampleSize: 2 << 20, MaxFields: 64}
+		r := wds.NewReader(bytes.NewReader(b), opts)
+		var samples []wds.Sample
+		for r.Next() {
+			samples = append(samples, *r.Sample())
+		}
+		sh, shErr := wds.OpenShard(bytes.NewReader(b), int64(len(b)), opts)
+		if (r.Err() == nil) != (shErr == nil) {
+			t.Fatalf("Reader err %v, OpenShard err %v", r.Err(), shErr)
+		}
+		if r.Err() != nil {
+			return
+		}
+		if sh.Len() != len(samples) {
+			t.Fatalf("OpenShard has %d samples, Reader %d", sh.Len(), len(samples))
+		}
+		for j := range samples {
+			s, err := sh.Sample(j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Key != samples[j].Key || len(s.Fields) != len(samples[j].Fields) {
+				t.Fatalf("sample %d differs between Reader and Shard", j)
+			}
+			for k, v := range s.Fields {
+				if !bytes.Equal(v, samples[j].Fields[k]) {
+					t.Fatalf("sample %d field %q differs between Reader and Shard", j, k)
+				}
+			}
+		}
+		var buf bytes.Buffer
+		w := wds.NewWriter(&buf)
+		var written []wds.Sample
+		for _, s := range samples {
+			if err := w.Write(s.Key, s.Fields); err != nil {
+				continue // keys the writer refuses (e.g. "..") are fine to skip
+			}
+			written = append(written, s)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		again := wds.NewReader(bytes.NewReader(buf.Bytes()), opts)
+		i := 0
+		for again.Next() {
+			s := again.Sample()
+			if i >= len(written) || s.Key != written[i].Key || len(s.Fields) != len(written[i].Fields) {
+				t.Fatalf("re-read sample %d differs", i)
+			}
+			i++
+		}
+		if again.Err() != nil || i != len(written) {
+			t.Fatalf("re-read: %d samples of %d, err %v", i, len(written), again.Err())
+		}
+	})
+}

@@ -1,0 +1,127 @@
+package wds
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+)
+
+// ErrCorrupt reports a malformed archive. Errors returned for bad input match
+// it with errors.Is.
+var ErrCorrupt = errors.New("wds: corrupt archive")
+
+// ErrTooLarge is the cause (reachable with errors.Is) of a CorruptError for a
+// member or sample larger than the configured limits.
+var ErrTooLarge = errors.New("wds: size over limit")
+
+// Default limits used when ReaderOptions leaves a field zero.
+const (
+	DefaultMaxMemberSize = 1 << 30 // bytes per member
+	DefaultMaxSampleSize = 2 << 30 // bytes per sample, all fields together
+	DefaultMaxFields     = 1024    // fields per sample
+)
+
+// CorruptError describes a malformed archive: the member (if known), the
+// byte offset in the archive, and what was wrong. It matches ErrCorrupt.
+type CorruptError struct {
+	// Member is the tar member name, empty when the error precedes it.
+	Member string
+	// Offset is the byte position in the archive where the problem lies.
+	Offset int64
+	// Reason says what was wrong.
+	Reason string
+	// Err is the underlying cause, if any.
+	Err error
+}
+
+func (e *CorruptError) Error() string {
+	var b strings.Builder
+	b.WriteString("wds: corrupt archive")
+	if e.Member != "" {
+		fmt.Fprintf(&b, ": member %q", e.Member)
+	}
+	fmt.Fprintf(&b, " at offset %d: %s", e.Offset, e.Reason)
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Is reports whether target is ErrCorrupt.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// Unwrap returns the underlying cause.
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// Sample is one WebDataset sample: the members sharing a key.
+type Sample struct {
+	// Key is the member name up to the first dot of its base name, including
+	// any directory part ("train/0001" for "train/0001.jpg").
+	Key string
+	// Fields maps each field name (the member name after the key's dot, for
+	// example "jpg" or "seg.png") to the member's bytes.
+	Fields map[string][]byte
+	// Order lists the field names in archive order.
+	Order []string
+}
+
+// Size returns the total number of field bytes in the sample.
+func (s *Sample) Size() int64 {
+	var n int64
+	for _, b := range s.Fields {
+		n += int64(len(b))
+	}
+	return n
+}
+
+// SplitName splits a member name into its sample key and field name, the
+// WebDataset way. ok is false for names that do not belong to any sample:
+// a base name without a dot, an empty key or field, or a base name that
+// starts with a dot.
+func SplitName(name string) (key, field string, ok bool) {
+	dir, base := path.Split(name)
+	i := strings.IndexByte(base, '.')
+	if i <= 0 || i == len(base)-1 {
+		return "", "", false
+	}
+	return dir + base[:i], base[i+1:], true
+}
+
+// validKey reports whether key can be written as a sample key: non-empty,
+// no dot in its last element, no NUL, not absolute, no "." or ".." elements.
+func validKey(key string) error {
+	if key == "" {
+		return errors.New("empty key")
+	}
+	if strings.ContainsRune(key, 0) {
+		return errors.New("key contains NUL")
+	}
+	if strings.HasPrefix(key, "/") {
+		return errors.New("key is absolute")
+	}
+	for _, el := range strings.Split(key, "/") {
+		if el == "" || el == "." || el == ".." {
+			return fmt.Errorf("key %q has an empty, \".\" or \"..\" element", key)
+		}
+	}
+	if strings.Contains(path.Base(key), ".") {
+		return fmt.Errorf("key %q has a dot in its last element", key)
+	}
+	return nil
+}
+
+// validField reports whether field can be written as a field name.
+func validField(field string) error {
+	if field == "" {
+		return errors.New("empty field name")
+	}
+	if strings.ContainsAny(field, "/\x00") {
+		return fmt.Errorf("field %q contains '/' or NUL", field)
+	}
+	if strings.HasPrefix(field, ".") || strings.HasSuffix(field, ".") {
+		return fmt.Errorf("field %q starts or ends with a dot", field)
+	}
+	return nil
+}
