@@ -125,7 +125,7 @@ func (r *Reader) readMember() (*member, error) {
 		if h.Size >= 0 && h.Size < 1<<62 {
 			r.next = pad512(r.cr.n + h.Size)
 		}
-		if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeRegA {
+		if h.Typeflag != tar.TypeReg { // the reader maps old-style TypeRegA to TypeReg
 			continue
 		}
 		key, field, ok := SplitName(h.Name)
