@@ -1,0 +1,406 @@
+// Package agent is the per-node Sluice daemon: one process that owns the
+// node's cache and prefetching and serves every training process on the
+// node (all local ranks, all their DataLoader workers, several jobs) over a
+// Unix socket, with the protocol of package agentapi (docs/protocol.md).
+//
+// The agent adds serving, not logic: each opened dataset is a
+// stream.Dataset, and an iteration is the same plan-ordered stream of
+// leased sample locations a Go consumer gets. Clients receive the location
+// (shard file, offset, length) and read the record from the cached file
+// themselves, so large samples cross with at most one copy.
+//
+// # Lifecycle
+//
+// The live agent holds an flock on agent.lock in its directory (see
+// AcquireLock); the kernel drops it when the process dies, so nothing left
+// behind blocks the next start. Whoever holds the lock re-creates the
+// socket. Serve returns after IdleTimeout without connections.
+//
+// # Connections
+//
+// Everything a client holds (dataset handles, iterations, leased batches)
+// belongs to its connection: when the connection closes, for whatever
+// reason, all of it is released.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sluicedata/sluice/agentapi"
+	"github.com/sluicedata/sluice/storage"
+)
+
+// Defaults of Options.
+const (
+	DefaultIdleTimeout = 2 * time.Minute
+	DefaultWait        = 5 * time.Second
+	DefaultMaxBatch    = 4096
+)
+
+// Options configures an Agent. A nil *Options means the defaults.
+type Options struct {
+	// Registry resolves remote URLs. Nil means only local paths work.
+	Registry *storage.Registry
+	// Logger receives the agent's log; nil discards it.
+	Logger *slog.Logger
+	// IdleTimeout is how long Serve keeps running without any connection
+	// (0 means DefaultIdleTimeout; negative means forever).
+	IdleTimeout time.Duration
+	// Wait bounds how long a next request waits for its first sample
+	// before answering with an empty batch (0 means DefaultWait). Clients
+	// then ask again, so their own read deadlines stay short.
+	Wait time.Duration
+	// MaxBatch caps the samples of one reply (0 means DefaultMaxBatch).
+	MaxBatch int
+
+	// open replaces the stream-backed opener in tests of the protocol.
+	open opener
+}
+
+// Agent serves datasets to clients. Create it with New, run it with Serve.
+// It is safe for concurrent use.
+type Agent struct {
+	opts Options
+	log  *slog.Logger
+
+	// mu guards the fields below.
+	mu       sync.Mutex
+	datasets map[string]*sharedDataset // by dataset identity
+	jobs     map[string]*job           // by job + dataset identity
+	conns    map[*conn]struct{}
+	idle     chan struct{} // signalled when conns drops to zero
+	closed   bool
+	samples  int64 // samples served, for stats
+}
+
+// New returns an Agent.
+func New(opts *Options) (*Agent, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.Wait <= 0 {
+		o.Wait = DefaultWait
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.open == nil {
+		o.open = streamOpener(o.Registry)
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Agent{
+		opts:     o,
+		log:      log,
+		datasets: map[string]*sharedDataset{},
+		jobs:     map[string]*job{},
+		conns:    map[*conn]struct{}{},
+		idle:     make(chan struct{}, 1),
+	}, nil
+}
+
+// Serve accepts connections on ln until ctx is cancelled or the agent has
+// been idle (no connection) for IdleTimeout. It closes ln, waits for the
+// connections' goroutines to finish and releases every dataset before it
+// returns. A cancelled ctx or an idle exit returns nil.
+func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		ln.Close()
+		a.mu.Lock()
+		for c := range a.conns {
+			c.nc.Close()
+		}
+		a.mu.Unlock()
+		wg.Wait()
+		a.closeDatasets()
+	}()
+
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.watchIdle(ctx, cancel)
+	}()
+	// Start idle: with no client ever connecting, the idle timer runs.
+	a.signalIdle()
+
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("agent: accept: %w", err)
+		}
+		c := a.addConn(nc)
+		if c == nil {
+			nc.Close()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.serveConn(ctx, c)
+		}()
+	}
+}
+
+// watchIdle stops the agent after IdleTimeout without connections.
+func (a *Agent) watchIdle(ctx context.Context, stop context.CancelFunc) {
+	if a.opts.IdleTimeout < 0 {
+		<-ctx.Done()
+		return
+	}
+	timer := time.NewTimer(a.opts.IdleTimeout)
+	timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-a.idle:
+			timer.Reset(a.opts.IdleTimeout)
+		case <-timer.C:
+			a.mu.Lock()
+			n := len(a.conns)
+			a.mu.Unlock()
+			if n == 0 {
+				a.log.Info("idle timeout, exiting", "idle", a.opts.IdleTimeout)
+				stop()
+				return
+			}
+		}
+	}
+}
+
+func (a *Agent) signalIdle() {
+	select {
+	case a.idle <- struct{}{}:
+	default:
+	}
+}
+
+func (a *Agent) addConn(nc net.Conn) *conn {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil
+	}
+	c := newConn(a, nc)
+	a.conns[c] = struct{}{}
+	return c
+}
+
+func (a *Agent) removeConn(c *conn) {
+	a.mu.Lock()
+	delete(a.conns, c)
+	n := len(a.conns)
+	a.mu.Unlock()
+	if n == 0 {
+		a.signalIdle()
+	}
+}
+
+func (a *Agent) closeDatasets() {
+	a.mu.Lock()
+	a.closed = true
+	ds := a.datasets
+	a.datasets = map[string]*sharedDataset{}
+	a.mu.Unlock()
+	for _, d := range ds {
+		if err := d.src.close(); err != nil {
+			a.log.Warn("close dataset", "err", err)
+		}
+	}
+}
+
+// sharedDataset is one opened dataset, shared by every handle with the same
+// identity.
+type sharedDataset struct {
+	key  string
+	src  source
+	refs int // handles on it; guarded by Agent.mu
+}
+
+// acquireDataset opens the dataset or takes another reference to it.
+func (a *Agent) acquireDataset(ctx context.Context, key string, spec agentapi.Dataset) (*sharedDataset, error) {
+	a.mu.Lock()
+	if d, ok := a.datasets[key]; ok {
+		d.refs++
+		a.mu.Unlock()
+		return d, nil
+	}
+	a.mu.Unlock()
+	// Open outside the lock: it may download the index. Two openers may
+	// race; the loser closes its copy.
+	src, err := a.opts.open(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	if d, ok := a.datasets[key]; ok {
+		d.refs++
+		a.mu.Unlock()
+		src.close()
+		return d, nil
+	}
+	d := &sharedDataset{key: key, src: src, refs: 1}
+	a.datasets[key] = d
+	a.mu.Unlock()
+	return d, nil
+}
+
+// releaseDataset drops one reference and closes the dataset with the last.
+func (a *Agent) releaseDataset(d *sharedDataset) {
+	a.mu.Lock()
+	d.refs--
+	last := d.refs == 0 && a.datasets[d.key] == d
+	if last {
+		delete(a.datasets, d.key)
+	}
+	a.mu.Unlock()
+	if last {
+		if err := d.src.close(); err != nil {
+			a.log.Warn("close dataset", "err", err)
+		}
+	}
+}
+
+// job is the shared state of the consumers of one job on one dataset:
+// MosaicML's next_epoch, kept per (rank, worker) so that no barrier is
+// needed.
+type job struct {
+	key   string
+	conns int // handles open on it; guarded by Agent.mu
+	// next is the next epoch of each (rank, worker); guarded by Agent.mu.
+	next map[[2]int]int64
+	// started is the newest epoch started on each rank; guarded by
+	// Agent.mu.
+	started map[int]iterStart
+}
+
+func (a *Agent) acquireJob(key string) *job {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	j, ok := a.jobs[key]
+	if !ok {
+		j = &job{key: key, next: map[[2]int]int64{}, started: map[int]iterStart{}}
+		a.jobs[key] = j
+	}
+	j.conns++
+	return j
+}
+
+func (a *Agent) releaseJob(j *job) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	j.conns--
+	if j.conns == 0 && a.jobs[j.key] == j {
+		delete(a.jobs, j.key)
+	}
+}
+
+// resolveEpoch applies MosaicML's rule (spec §13.4) for one worker: the
+// resume state applies when it is not older than the epoch the worker would
+// start; the worker's counter then moves past the epoch.
+func (a *Agent) resolveEpoch(j *job, req agentapi.Begin) iterSpec {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k := [2]int{req.World.Rank, req.World.Worker}
+	spec := iterSpec{world: req.World, skip: req.Skip}
+	switch {
+	case req.Epoch != nil:
+		// Recovery after an agent restart: the client knows its epoch.
+		spec.epoch = *req.Epoch
+		if req.Resume != nil && req.Resume.Epoch == *req.Epoch {
+			r := *req.Resume
+			spec.resume = &r
+		}
+	default:
+		presumed := j.next[k]
+		spec.epoch = presumed
+		if req.Resume != nil && req.Resume.Epoch >= presumed {
+			r := *req.Resume
+			spec.resume = &r
+			spec.epoch = r.Epoch
+		}
+	}
+	j.next[k] = max(j.next[k], spec.epoch+1)
+	return spec
+}
+
+func (a *Agent) noteStarted(j *job, rank int, st iterStart) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if cur, ok := j.started[rank]; !ok || st.epoch >= cur.epoch {
+		j.started[rank] = st
+	}
+}
+
+func (a *Agent) stats() agentapi.Stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := agentapi.Stats{
+		Op:          agentapi.OpStats,
+		PID:         os.Getpid(),
+		Connections: len(a.conns),
+		Datasets:    len(a.datasets),
+		Jobs:        len(a.jobs),
+		Samples:     a.samples,
+	}
+	for c := range a.conns {
+		n, l := c.counts()
+		s.Iterations += n
+		s.Leases += l
+	}
+	return s
+}
+
+// errorReply classifies err for the wire.
+func errorReply(err error) agentapi.Error {
+	code := agentapi.CodeInternal
+	var ae *agentapi.Error
+	switch {
+	case errors.As(err, &ae):
+		code = ae.Code
+	case errors.Is(err, errBadRequest):
+		code = agentapi.CodeBadRequest
+	case errors.Is(err, storage.ErrNotExist):
+		code = agentapi.CodeNotFound
+	case errors.Is(err, storage.ErrPermission):
+		code = agentapi.CodePermission
+	case errors.Is(err, context.DeadlineExceeded):
+		code = agentapi.CodeTimeout
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		code = agentapi.CodeCorrupt
+	default:
+		code = classify(err)
+	}
+	return agentapi.Error{Op: agentapi.OpError, Code: code, Message: err.Error()}
+}
+
+var errBadRequest = errors.New("bad request")
+
+func badRequestf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errBadRequest}, args...)...)
+}

@@ -1,0 +1,439 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sluicedata/sluice/agentapi"
+)
+
+// conn is one client connection and everything it holds.
+type conn struct {
+	a  *Agent
+	nc net.Conn
+
+	// mu guards the fields below; the serving goroutine mutates them and
+	// stats reads them.
+	mu        sync.Mutex
+	handles   map[int]*handle
+	iters     map[int]*iteration
+	batches   map[int64][]location
+	nextID    int
+	nextBatch int64
+	version   int
+}
+
+// handle is an opened dataset on a connection.
+type handle struct {
+	ds  *sharedDataset
+	job *job
+}
+
+func newConn(a *Agent, nc net.Conn) *conn {
+	return &conn{
+		a:       a,
+		nc:      nc,
+		handles: map[int]*handle{},
+		iters:   map[int]*iteration{},
+		batches: map[int64][]location{},
+	}
+}
+
+func (c *conn) counts() (iters, leases int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.batches {
+		leases += len(b)
+	}
+	return len(c.iters), leases
+}
+
+// serveConn answers requests until the client goes away or ctx ends, then
+// releases everything the connection held.
+func (a *Agent) serveConn(ctx context.Context, c *conn) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		c.nc.Close()
+		c.releaseAll()
+		a.removeConn(c)
+	}()
+	// Close the socket when ctx ends so a blocked read returns.
+	stop := context.AfterFunc(ctx, func() { c.nc.Close() })
+	defer stop()
+
+	var rbuf, wbuf []byte
+	for {
+		f, buf, err := agentapi.ReadFrame(c.nc, rbuf)
+		rbuf = buf
+		if err != nil {
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				a.log.Debug("connection read", "err", err)
+			}
+			return
+		}
+		header, body, err := c.handle(ctx, f)
+		if err != nil {
+			e := errorReply(err)
+			header, body = e, nil
+		}
+		wbuf, err = agentapi.AppendFrame(wbuf[:0], header, body)
+		if err != nil {
+			e := errorReply(err)
+			wbuf, _ = agentapi.AppendFrame(wbuf[:0], e, nil)
+		}
+		if _, err := c.nc.Write(wbuf); err != nil {
+			return
+		}
+		if cap(wbuf) > 16<<20 {
+			wbuf = nil // do not pin a huge buffer for a small follow-up
+		}
+	}
+}
+
+// handle dispatches one request and returns the reply.
+func (c *conn) handle(ctx context.Context, f agentapi.Frame) (any, []byte, error) {
+	op, err := f.Op()
+	if err != nil {
+		return nil, nil, badRequestf("%v", err)
+	}
+	if c.version == 0 && op != agentapi.OpHello {
+		return nil, nil, badRequestf("first request must be hello, got %q", op)
+	}
+	switch op {
+	case agentapi.OpHello:
+		var req agentapi.Hello
+		if err := decode(f, &req); err != nil {
+			return nil, nil, err
+		}
+		v := min(req.Version, agentapi.Version)
+		if v < agentapi.MinVersion || v < req.MinVersion {
+			return nil, nil, &agentapi.Error{Code: agentapi.CodeVersion, Message: fmt.Sprintf("client speaks versions %d..%d, agent %d..%d", req.MinVersion, req.Version, agentapi.MinVersion, agentapi.Version)}
+		}
+		c.version = v
+		return agentapi.Hello{Op: agentapi.OpHello, Version: v, MinVersion: agentapi.MinVersion, Software: "sluice-agent", PID: os.Getpid()}, nil, nil
+	case agentapi.OpOpen:
+		var req agentapi.Open
+		if err := decode(f, &req); err != nil {
+			return nil, nil, err
+		}
+		out, err := c.open(ctx, req)
+		return out, nil, err
+	case agentapi.OpBegin:
+		var req agentapi.Begin
+		if err := decode(f, &req); err != nil {
+			return nil, nil, err
+		}
+		out, err := c.begin(ctx, req)
+		return out, nil, err
+	case agentapi.OpNext:
+		var req agentapi.Next
+		if err := decode(f, &req); err != nil {
+			return nil, nil, err
+		}
+		c.release(req.Release)
+		return c.next(ctx, req)
+	case agentapi.OpGet:
+		var req agentapi.Get
+		if err := decode(f, &req); err != nil {
+			return nil, nil, err
+		}
+		c.release(req.Release)
+		return c.get(ctx, req)
+	case agentapi.OpRelease:
+		var req agentapi.Release
+		if err := decode(f, &req); err != nil {
+			return nil, nil, err
+		}
+		c.release(req.Batches)
+		return agentapi.OK{Op: agentapi.OpOK}, nil, nil
+	case agentapi.OpEnd:
+		var req agentapi.End
+		if err := decode(f, &req); err != nil {
+			return nil, nil, err
+		}
+		c.mu.Lock()
+		it, ok := c.iters[req.Iter]
+		delete(c.iters, req.Iter)
+		c.mu.Unlock()
+		if ok {
+			it.stop()
+		}
+		return agentapi.OK{Op: agentapi.OpOK}, nil, nil
+	case agentapi.OpEpoch:
+		var req agentapi.EpochQuery
+		if err := decode(f, &req); err != nil {
+			return nil, nil, err
+		}
+		h, err := c.handleOf(req.Handle)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c.a.epochInfo(h.job, req.Rank), nil, nil
+	case agentapi.OpStats:
+		return c.a.stats(), nil, nil
+	default:
+		return nil, nil, badRequestf("unknown op %q", op)
+	}
+}
+
+func decode(f agentapi.Frame, v any) error {
+	if err := json.Unmarshal(f.Header, v); err != nil {
+		return badRequestf("decode request: %v", err)
+	}
+	return nil
+}
+
+func (c *conn) handleOf(id int) (*handle, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.handles[id]
+	if !ok {
+		return nil, badRequestf("unknown dataset handle %d", id)
+	}
+	return h, nil
+}
+
+// datasetKey is the identity of a dataset: everything that defines its
+// samples and order. Datasets with equal keys share one stream.Dataset.
+func datasetKey(ds agentapi.Dataset) string {
+	b, _ := json.Marshal(ds) // a struct of plain fields always marshals
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func (c *conn) open(ctx context.Context, req agentapi.Open) (agentapi.Opened, error) {
+	if req.Job == "" {
+		return agentapi.Opened{}, badRequestf("open: job is empty")
+	}
+	if err := checkWorld(req.World); err != nil {
+		return agentapi.Opened{}, err
+	}
+	key := datasetKey(req.Dataset)
+	ds, err := c.a.acquireDataset(ctx, key, req.Dataset)
+	if err != nil {
+		return agentapi.Opened{}, err
+	}
+	out, err := ds.src.info(req.World)
+	if err != nil {
+		c.a.releaseDataset(ds)
+		return agentapi.Opened{}, err
+	}
+	j := c.a.acquireJob(req.Job + "\x00" + key)
+	c.mu.Lock()
+	c.nextID++
+	id := c.nextID
+	c.handles[id] = &handle{ds: ds, job: j}
+	c.mu.Unlock()
+	out.Op = agentapi.OpOpen
+	out.Handle = id
+	return out, nil
+}
+
+func checkWorld(w agentapi.World) error {
+	ws, lws, nw := max(w.WorldSize, 1), max(w.LocalWorldSize, 1), max(w.NumWorkers, 1)
+	switch {
+	case w.Rank < 0 || w.Rank >= ws:
+		return badRequestf("rank %d outside world size %d", w.Rank, ws)
+	case ws%lws != 0:
+		return badRequestf("world size %d is not a multiple of local world size %d", ws, lws)
+	case w.Worker < 0 || w.Worker >= nw:
+		return badRequestf("worker %d outside %d workers", w.Worker, nw)
+	}
+	return nil
+}
+
+func (c *conn) begin(ctx context.Context, req agentapi.Begin) (agentapi.Begun, error) {
+	h, err := c.handleOf(req.Handle)
+	if err != nil {
+		return agentapi.Begun{}, err
+	}
+	if err := checkWorld(req.World); err != nil {
+		return agentapi.Begun{}, err
+	}
+	if req.Skip < 0 {
+		return agentapi.Begun{}, badRequestf("skip %d is negative", req.Skip)
+	}
+	spec := c.a.resolveEpoch(h.job, req)
+	li, st, err := h.ds.src.iterate(ctx, spec)
+	if err != nil {
+		return agentapi.Begun{}, err
+	}
+	c.a.noteStarted(h.job, req.World.Rank, st)
+	it := startIteration(li)
+	c.mu.Lock()
+	c.nextID++
+	id := c.nextID
+	c.iters[id] = it
+	c.mu.Unlock()
+	return agentapi.Begun{
+		Op:                   agentapi.OpBegin,
+		Iter:                 id,
+		Epoch:                st.epoch,
+		SampleInEpoch:        st.sampleInEpoch,
+		NumCanonicalNodes:    st.numCanonicalNodes,
+		ShuffleSeed:          st.shuffleSeed,
+		InitialPhysicalNodes: st.initialPhysicalNodes,
+	}, nil
+}
+
+func (a *Agent) epochInfo(j *job, rank int) agentapi.EpochInfo {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := agentapi.EpochInfo{Op: agentapi.OpEpoch}
+	if st, ok := j.started[rank]; ok {
+		out.NextEpoch = st.epoch + 1
+		out.NumCanonicalNodes = st.numCanonicalNodes
+		out.ShuffleSeed = st.shuffleSeed
+		out.InitialPhysicalNodes = st.initialPhysicalNodes
+	}
+	return out
+}
+
+func (c *conn) next(ctx context.Context, req agentapi.Next) (any, []byte, error) {
+	c.mu.Lock()
+	it, ok := c.iters[req.Iter]
+	c.mu.Unlock()
+	if !ok {
+		return nil, nil, badRequestf("unknown iteration %d", req.Iter)
+	}
+	n := min(max(req.Max, 1), c.a.opts.MaxBatch)
+	wait := c.a.opts.Wait
+	if req.WaitMS > 0 {
+		wait = min(wait, time.Duration(req.WaitMS)*time.Millisecond)
+	}
+	locs, done, err := it.take(ctx, n, wait)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.reply(locs, done, req.InlineMax)
+}
+
+func (c *conn) get(ctx context.Context, req agentapi.Get) (any, []byte, error) {
+	h, err := c.handleOf(req.Handle)
+	if err != nil {
+		return nil, nil, err
+	}
+	loc, err := h.ds.src.get(ctx, req.Index)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.reply([]location{loc}, false, req.InlineMax)
+}
+
+// reply builds a batch reply from leased locations. Inlined records are
+// read here and their leases dropped at once; the others stay leased under
+// the batch ID until the client releases it.
+func (c *conn) reply(locs []location, done bool, inlineMax int) (any, []byte, error) {
+	b := agentapi.Batch{Op: agentapi.OpBatch, N: len(locs), Done: done}
+	refs := map[string]uint32{}
+	body := make([]byte, 0, len(locs)*agentapi.EntrySize)
+	var inline []byte
+	var kept []location
+	var files map[string]*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	for i, l := range locs {
+		e := agentapi.Entry{Sample: l.sample, Length: uint32(l.length)}
+		ref, ok := refs[l.path]
+		if !ok {
+			ref = uint32(len(b.Shards))
+			refs[l.path] = ref
+			b.Shards = append(b.Shards, agentapi.BatchShard{Shard: l.shard, Path: l.path, Size: l.size})
+		}
+		e.Ref, e.Offset = ref, uint64(l.offset)
+		if l.length <= int64(inlineMax) {
+			if files == nil {
+				files = map[string]*os.File{}
+			}
+			f, ok := files[l.path]
+			if !ok {
+				var err error
+				if f, err = os.Open(l.path); err != nil {
+					releaseLocs(locs[i:])
+					releaseLocs(kept)
+					return nil, nil, fmt.Errorf("agent: read sample %d: %w", l.sample, err)
+				}
+				files[l.path] = f
+			}
+			start := len(inline)
+			inline = append(inline, make([]byte, l.length)...)
+			if _, err := f.ReadAt(inline[start:], l.offset); err != nil {
+				releaseLocs(locs[i:])
+				releaseLocs(kept)
+				return nil, nil, fmt.Errorf("agent: read sample %d from %s: %w", l.sample, l.path, err)
+			}
+			e.Ref, e.Offset = ref|agentapi.InlineFlag, uint64(start)
+			l.release()
+		} else {
+			kept = append(kept, l)
+		}
+		body = agentapi.AppendEntry(body, e)
+	}
+	body = append(body, inline...)
+	if len(kept) > 0 {
+		c.mu.Lock()
+		c.nextBatch++
+		b.ID = c.nextBatch
+		c.batches[b.ID] = kept
+		c.mu.Unlock()
+	}
+	c.a.mu.Lock()
+	c.a.samples += int64(len(locs))
+	c.a.mu.Unlock()
+	return b, body, nil
+}
+
+func releaseLocs(locs []location) {
+	for _, l := range locs {
+		l.release()
+	}
+}
+
+func (c *conn) release(ids []int64) {
+	if len(ids) == 0 {
+		return
+	}
+	c.mu.Lock()
+	var drop [][]location
+	for _, id := range ids {
+		if b, ok := c.batches[id]; ok {
+			drop = append(drop, b)
+			delete(c.batches, id)
+		}
+	}
+	c.mu.Unlock()
+	for _, b := range drop {
+		releaseLocs(b)
+	}
+}
+
+// releaseAll drops everything the connection held.
+func (c *conn) releaseAll() {
+	c.mu.Lock()
+	iters, batches, handles := c.iters, c.batches, c.handles
+	c.iters, c.batches, c.handles = map[int]*iteration{}, map[int64][]location{}, map[int]*handle{}
+	c.mu.Unlock()
+	for _, it := range iters {
+		it.stop()
+	}
+	for _, b := range batches {
+		releaseLocs(b)
+	}
+	for _, h := range handles {
+		c.a.releaseJob(h.job)
+		c.a.releaseDataset(h.ds)
+	}
+}

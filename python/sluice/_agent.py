@@ -1,0 +1,220 @@
+"""Connection to the per-node agent: frames, requests, start on demand."""
+
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import time
+import weakref
+
+from . import errors
+
+VERSION = 1
+MIN_VERSION = 1
+MAX_FRAME = 256 << 20
+MAX_HEADER = 4 << 20
+ENTRY = struct.Struct("<qIIQ")
+INLINE_FLAG = 1 << 31
+
+_HEAD = struct.Struct("<II")
+_SOFTWARE = "sluice-python/0.1"
+
+# Connections opened by this process, so a forked child can drop its
+# inherited copies without touching the parent's.
+_live = weakref.WeakSet()
+
+
+def _after_fork():
+    for c in list(_live):
+        c._abandon()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def agent_dir():
+    """The agent directory of this user (same rule as the Go agent)."""
+    d = os.environ.get("SLUICE_AGENT_DIR")
+    if d:
+        return d
+    d = os.environ.get("XDG_RUNTIME_DIR")
+    if d:
+        return os.path.join(d, "sluice")
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), "sluice-%d" % os.getuid())
+
+
+def find_binary():
+    """Path of the sluice binary: $SLUICE_BIN, next to the package, or PATH."""
+    b = os.environ.get("SLUICE_BIN")
+    if b:
+        if not os.access(b, os.X_OK):
+            raise errors.AgentError("SLUICE_BIN=%s is not an executable file" % b)
+        return b
+    here = os.path.dirname(os.path.abspath(__file__))
+    for cand in (os.path.join(here, "bin", "sluice"), os.path.join(here, "sluice")):
+        if os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    b = shutil.which("sluice")
+    if b:
+        return b
+    raise errors.AgentError(
+        "cannot find the sluice binary: set SLUICE_BIN, put it on PATH, "
+        "or install it as %s" % os.path.join(here, "bin", "sluice")
+    )
+
+
+def start_agent(directory, timeout):
+    """Starts an agent for directory unless one runs; exactly one wins.
+
+    ``sluice agent --detach`` returns once an agent serves the directory
+    (this one or a concurrent winner); the lock in the directory decides.
+    """
+    cmd = [find_binary(), "agent", "--dir", directory, "--detach"]
+    idle = os.environ.get("SLUICE_AGENT_IDLE_TIMEOUT")
+    if idle:
+        cmd += ["--idle-timeout", idle]
+    try:
+        res = subprocess.run(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        raise errors.AgentError("starting the agent (%s) took longer than %.0fs" % (" ".join(cmd), timeout))
+    except OSError as e:
+        raise errors.AgentError("cannot run %s: %s" % (cmd[0], e))
+    if res.returncode != 0:
+        msg = (res.stderr or res.stdout).decode("utf-8", "replace").strip()
+        raise errors.AgentError("starting the agent failed (exit %d): %s" % (res.returncode, msg))
+
+
+class Connection:
+    """One connection to the agent. Not shared between processes."""
+
+    def __init__(self, directory=None, timeout=30.0, start=True, start_timeout=30.0):
+        self.directory = directory or agent_dir()
+        self.path = os.path.join(self.directory, "agent.sock")
+        self.timeout = timeout
+        self.pid = os.getpid()
+        self.sock = None
+        self._head = bytearray(8)
+        deadline = time.monotonic() + start_timeout
+        started = False
+        delay = 0.005
+        while True:
+            try:
+                self._connect()
+                break
+            except (FileNotFoundError, ConnectionRefusedError) as e:
+                if not start:
+                    raise errors.AgentError("no agent listens on %s: %s" % (self.path, e)) from None
+                if not started:
+                    start_agent(self.directory, start_timeout)
+                    started = True
+                elif time.monotonic() > deadline:
+                    raise errors.AgentError("the agent did not come up on %s within %.0fs" % (self.path, start_timeout)) from None
+                # A concurrent winner may hold the lock but not listen yet.
+                time.sleep(delay)
+                delay = min(delay * 2, 0.1)
+        _live.add(self)
+        hello = self.call({"op": "hello", "version": VERSION, "min_version": MIN_VERSION, "software": _SOFTWARE, "pid": self.pid}, "hello")
+        self.agent_pid = hello.get("pid")
+        self.version = hello.get("version")
+
+    def _connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        try:
+            s.connect(self.path)
+        except BaseException:
+            s.close()
+            raise
+        self.sock = s
+
+    def _abandon(self):
+        # In a forked child: close our copy of the descriptor only. The
+        # parent's connection stays open (close on a dup'd fd sends nothing).
+        s, self.sock = self.sock, None
+        if s is not None:
+            try:
+                os.close(s.detach())
+            except OSError:
+                pass
+
+    def close(self):
+        s, self.sock = self.sock, None
+        if s is not None:
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def _recv_exact(self, n):
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self.sock.recv_into(view[got:], n - got)
+            if k == 0:
+                raise errors.AgentError("the agent closed the connection (it died or was stopped)")
+            got += k
+        return buf
+
+    def roundtrip(self, header, want):
+        """Sends header, returns (reply header, body memoryview)."""
+        if self.sock is None or os.getpid() != self.pid:
+            raise errors.AgentError("connection to the agent is closed")
+        h = json.dumps(header, separators=(",", ":")).encode()
+        frame = _HEAD.pack(4 + len(h), len(h)) + h
+        try:
+            self.sock.sendall(frame)
+            head = self._recv_exact(8)
+            total, hlen = _HEAD.unpack(head)
+            if total < 4 or total > MAX_FRAME or hlen > MAX_HEADER or hlen > total - 4 or hlen < 2:
+                raise errors.ProtocolError("malformed frame from the agent (length %d, header %d)" % (total, hlen))
+            rest = self._recv_exact(total - 4)
+        except socket.timeout:
+            self.close()
+            raise errors.AgentError("the agent did not answer %r within %.0fs" % (header.get("op"), self.timeout)) from None
+        except OSError as e:
+            if isinstance(e, errors.SluiceError):
+                self.close()
+                raise
+            self.close()
+            raise errors.AgentError("connection to the agent failed: %s" % e) from None
+        except errors.SluiceError:
+            self.close()
+            raise
+        view = memoryview(rest)
+        try:
+            reply = json.loads(bytes(view[:hlen]))
+        except ValueError as e:
+            raise errors.ProtocolError("bad reply header: %s" % e) from None
+        op = reply.get("op")
+        if op == "error":
+            raise errors.from_reply(reply.get("code"), reply.get("message", ""))
+        if op != want:
+            raise errors.ProtocolError("reply op %r, want %r" % (op, want))
+        return reply, view[hlen:]
+
+    def call(self, header, want=None):
+        return self.roundtrip(header, want or "ok")[0]
+
+
+def parse_entries(reply, body):
+    """Decodes a batch body into (entries, inline) after bounds checks."""
+    n = reply["n"]
+    if n < 0 or n * ENTRY.size > len(body):
+        raise errors.ProtocolError("batch of %d entries does not fit %d bytes" % (n, len(body)))
+    table = body[: n * ENTRY.size]
+    inline = body[n * ENTRY.size :]
+    entries = list(ENTRY.iter_unpack(table)) if n else []
+    return entries, inline

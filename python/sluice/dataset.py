@@ -1,0 +1,478 @@
+"""StreamingDataset and Stream with MosaicML's arguments (spec §15)."""
+
+import math
+import mmap
+import os
+
+from . import _agent, _decode, _world, errors
+
+try:
+    from torch.utils.data import IterableDataset as _Base
+except ImportError:  # torch is optional
+
+    class _Base:
+        pass
+
+
+_DEFAULT_FETCH = 1024
+_RECOVERIES = 3
+
+
+def _abs_location(p):
+    """Local paths must be absolute: the agent runs in another directory."""
+    if p is None:
+        return None
+    p = os.fspath(p)
+    if "://" in p:
+        return p
+    return os.path.abspath(os.path.expanduser(p))
+
+
+def _size_str(v, what):
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise ValueError("%s must be an int or a string like '10gb', got %r" % (what, v))
+    return str(v)
+
+
+class Stream:
+    """One data source of a StreamingDataset (MosaicML's Stream arguments)."""
+
+    def __init__(
+        self,
+        *,
+        remote=None,
+        local=None,
+        split=None,
+        proportion=None,
+        repeat=None,
+        choose=None,
+        download_retry=None,
+        download_timeout=None,
+        validate_hash=None,
+        keep_zip=None,
+    ):
+        if remote is None and local is None:
+            raise ValueError("Stream needs remote or local")
+        given = [x is not None for x in (proportion, repeat, choose)]
+        if sum(given) > 1:
+            raise ValueError("give at most one of proportion, repeat and choose")
+        for name, v in (("proportion", proportion), ("repeat", repeat), ("choose", choose)):
+            if v is not None and v < 0:
+                raise ValueError("%s must be >= 0, got %r" % (name, v))
+        self.remote = remote
+        self.local = local
+        self.split = split
+        self.proportion = proportion
+        self.repeat = repeat
+        self.choose = choose
+        self.download_retry = download_retry
+        self.download_timeout = download_timeout
+        self.validate_hash = validate_hash
+        self.keep_zip = keep_zip
+
+    def _wire(self):
+        out = {
+            "remote": _abs_location(self.remote),
+            "local": _abs_location(self.local),
+            "split": self.split,
+            "proportion": None if self.proportion is None else float(self.proportion),
+            "repeat": None if self.repeat is None else float(self.repeat),
+            "choose": None if self.choose is None else int(self.choose),
+            "download_retry": self.download_retry,
+            "download_timeout": None if self.download_timeout is None else float(self.download_timeout),
+            "validate_hash": self.validate_hash,
+            "keep_zip": self.keep_zip,
+        }
+        return {k: v for k, v in out.items() if v is not None}
+
+
+class StreamingDataset(_Base):
+    """A MosaicML-compatible streaming dataset served by the Sluice agent.
+
+    Takes MosaicML StreamingDataset's keyword arguments with the same
+    defaults. Iterating yields dicts of decoded columns, in exactly the order
+    MosaicML (and Sluice's Go engine) gives for this rank and DataLoader
+    worker. Extra keyword arguments: ``agent_dir`` (the agent directory),
+    ``timeout`` (seconds any single wait on the agent may take),
+    ``fetch_size`` (samples per request) and ``inline_max`` (records up to
+    this many bytes are sent inline instead of mapped).
+    """
+
+    def __init__(
+        self,
+        *,
+        streams=None,
+        remote=None,
+        local=None,
+        split=None,
+        download_retry=2,
+        download_timeout=60,
+        validate_hash=None,
+        keep_zip=False,
+        epoch_size=None,
+        predownload=None,
+        cache_limit=None,
+        sampling_method="balanced",
+        sampling_granularity=1,
+        partition_algo="relaxed",
+        num_canonical_nodes=None,
+        batch_size=None,
+        shuffle=False,
+        shuffle_algo="py1e",
+        shuffle_seed=9176,
+        shuffle_block_size=None,
+        batching_method="random",
+        allow_unsafe_types=False,
+        replication=None,
+        stream_name="stream",
+        stream_config=None,
+        agent_dir=None,
+        timeout=30.0,
+        fetch_size=None,
+        inline_max=0,
+    ):
+        if streams is not None and (remote is not None or local is not None):
+            raise ValueError("give either streams or remote/local, not both")
+        if streams is None and remote is None and local is None:
+            raise ValueError("give streams, or remote and/or local")
+        if streams is not None and not streams:
+            raise ValueError("streams is empty")
+        if stream_name != "stream" or stream_config:
+            raise ValueError("only the default Stream class is supported (stream_name=%r)" % stream_name)
+        if shuffle_seed < 0:
+            raise ValueError("shuffle_seed must be >= 0, got %r" % shuffle_seed)
+        if download_timeout is not None and download_timeout <= 0:
+            raise ValueError("download_timeout must be > 0")
+        if sampling_granularity <= 0:
+            raise ValueError("sampling_granularity must be > 0")
+        if replication is not None and replication < 1:
+            raise ValueError("replication must be >= 1")
+        if batch_size is not None and batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.streams = list(streams) if streams is not None else None
+        self.remote, self.local, self.split = remote, local, split
+        self.download_retry = download_retry
+        self.download_timeout = download_timeout
+        self.validate_hash = validate_hash
+        self.keep_zip = keep_zip
+        self.predownload = predownload
+        self.cache_limit = cache_limit
+        self.sampling_method = sampling_method
+        self.sampling_granularity = sampling_granularity
+        self.partition_algo = partition_algo
+        self.num_canonical_nodes = num_canonical_nodes
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.shuffle_algo = shuffle_algo
+        self.shuffle_seed = shuffle_seed
+        self.shuffle_block_size = shuffle_block_size
+        self.batching_method = batching_method
+        self.allow_unsafe_types = allow_unsafe_types
+        self.replication = replication
+        self.initial_physical_nodes = None
+
+        wire = {
+            "remote": _abs_location(remote),
+            "local": _abs_location(local),
+            "split": split,
+            "streams": [s._wire() for s in self.streams] if self.streams else None,
+            "download_retry": download_retry,
+            "download_timeout": None if download_timeout is None else float(download_timeout),
+            "validate_hash": validate_hash,
+            "keep_zip": keep_zip or None,
+            "epoch_size": _size_str(epoch_size, "epoch_size"),
+            "predownload": predownload,
+            "cache_limit": _size_str(cache_limit, "cache_limit"),
+            "sampling_method": sampling_method,
+            "sampling_granularity": sampling_granularity,
+            "partition_algo": partition_algo,
+            "num_canonical_nodes": num_canonical_nodes,
+            "batch_size": batch_size,
+            "shuffle": shuffle or None,
+            "shuffle_algo": shuffle_algo,
+            "shuffle_seed": shuffle_seed,
+            "shuffle_block_size": shuffle_block_size,
+            "batching_method": batching_method,
+            "allow_unsafe_types": allow_unsafe_types or None,
+            "replication": replication,
+        }
+        self._wire = {k: v for k, v in wire.items() if v is not None}
+        self._agent_dir = agent_dir
+        self._timeout = float(timeout)
+        self._fetch = int(fetch_size or _DEFAULT_FETCH)
+        self._inline_max = int(inline_max)
+        self._job = _world.job_key()
+        self._resume = None
+        self._conn = None
+        self._handle = None
+        self._info = None
+        self._decoders = None
+        self._held = None  # batch leased by __getitem__
+        # Connect now, so a missing dataset or bad argument fails here.
+        self._connection(_world.detect())
+
+    # -- connection -------------------------------------------------------
+
+    def __getstate__(self):
+        st = self.__dict__.copy()
+        st["_conn"] = None
+        st["_handle"] = None
+        st["_held"] = None
+        return st
+
+    def _connection(self, world):
+        c = self._conn
+        if c is None or c.sock is None or c.pid != os.getpid():
+            self._conn = self._handle = self._held = None
+            c = _agent.Connection(self._agent_dir, timeout=self._timeout)
+            self._conn = c
+        if self._handle is None:
+            opened = c.call({"op": "open", "dataset": self._wire, "job": self._job, "world": world}, "open")
+            self._handle = opened["handle"]
+            if self._info is None or self._info.get("shard_samples") != opened.get("shard_samples"):
+                self._decoders = [_decode.record_decoder(s, self.allow_unsafe_types) for s in opened["schemas"]]
+            self._info = opened
+        return c
+
+    # -- sizes ------------------------------------------------------------
+
+    @property
+    def num_samples(self):
+        """Distinct samples of the dataset (MosaicML num_samples)."""
+        return self._info["num_samples"]
+
+    @property
+    def size(self):
+        """Same as num_samples: the range of valid sample indices."""
+        return self._info["num_samples"]
+
+    @property
+    def epoch_size(self):
+        """Samples per epoch over all ranks."""
+        return self._info["epoch_size"]
+
+    @property
+    def length(self):
+        """Samples per rank per epoch."""
+        return self._info["length"]
+
+    @property
+    def samples_per_shard(self):
+        """Sample count of each shard."""
+        return list(self._info["shard_samples"])
+
+    def __len__(self):
+        return self._info["length"]
+
+    # -- random access ----------------------------------------------------
+
+    def __getitem__(self, idx):
+        idx = int(idx)
+        if idx < 0:
+            idx += self.num_samples
+        if not 0 <= idx < self.num_samples:
+            raise IndexError("sample index %d out of range [0, %d)" % (idx, self.num_samples))
+        world = _world.detect()
+        c = self._connection(world)
+        req = {"op": "get", "handle": self._handle, "index": idx}
+        if self._held:
+            req["release"] = [self._held]
+            self._held = None
+        reply, body = c.roundtrip(req, "batch")
+        self._held = reply.get("id") or None
+        entries, inline = _agent.parse_entries(reply, body)
+        if len(entries) != 1:
+            raise errors.ProtocolError("get returned %d samples" % len(entries))
+        _, ref, ln, off = entries[0]
+        shard = reply["shards"][ref & ~_agent.INLINE_FLAG]
+        if ref & _agent.INLINE_FLAG:
+            rec = bytes(inline[off : off + ln])
+        else:
+            with open(shard["path"], "rb") as f:
+                rec = os.pread(f.fileno(), ln, off)
+            if len(rec) != ln:
+                raise errors.CorruptDataError("shard %s is shorter than the index says" % shard["path"])
+        return self._decoders[self._info["shard_schema"][shard["shard"]]](rec)
+
+    def get_item(self, idx):
+        """MosaicML's name for dataset[idx]."""
+        return self[idx]
+
+    # -- iteration --------------------------------------------------------
+
+    def __iter__(self):
+        world = _world.detect()
+        c = self._connection(world)
+        begin = {"op": "begin", "handle": self._handle, "world": world}
+        if self._resume is not None:
+            begin["resume"] = self._resume
+        begun = c.call(begin, "begin")
+        return self._iterate(world, begun)
+
+    def _iterate(self, world, begun):
+        yielded = 0
+        recoveries = 0
+        maps = {}
+        it = begun["iter"]
+        try:
+            while True:
+                try:
+                    for sample in self._batches(it, maps):
+                        yielded += 1
+                        yield sample
+                    return
+                except errors.AgentError:
+                    # The agent died: start a new one and continue exactly
+                    # where this worker was, in the same epoch and order.
+                    recoveries += 1
+                    if recoveries > _RECOVERIES:
+                        raise
+                    for m in maps.values():
+                        m.close()
+                    maps.clear()
+                    c = self._connection(world)
+                    resume = {
+                        "epoch": begun["epoch"],
+                        "sample_in_epoch": begun["sample_in_epoch"],
+                        "num_canonical_nodes": begun["num_canonical_nodes"],
+                        "shuffle_seed": begun["shuffle_seed"],
+                        "initial_physical_nodes": begun["initial_physical_nodes"],
+                    }
+                    nb = c.call(
+                        {
+                            "op": "begin",
+                            "handle": self._handle,
+                            "world": world,
+                            "resume": resume,
+                            "epoch": begun["epoch"],
+                            "sample_in_epoch": begun["sample_in_epoch"],
+                            "skip": begun.get("skip", 0) + yielded,
+                        },
+                        "begin",
+                    )
+                    begun = dict(begun, iter=nb["iter"], skip=begun.get("skip", 0) + yielded)
+                    yielded = 0
+                    it = nb["iter"]
+        finally:
+            for m in maps.values():
+                m.close()
+            c = self._conn
+            if c is not None and c.sock is not None and c.pid == os.getpid():
+                try:
+                    c.call({"op": "end", "iter": it}, "ok")
+                except errors.SluiceError:
+                    pass
+
+    def _batches(self, it, maps):
+        """Yields the decoded samples of iteration it, batch by batch."""
+        c = self._conn
+        decoders = self._decoders
+        shard_schema = self._info["shard_schema"]
+        flag = _agent.INLINE_FLAG
+        prev = None
+        req = {"op": "next", "iter": it, "max": self._fetch, "inline_max": self._inline_max}
+        while True:
+            if prev:
+                req["release"] = [prev]
+            else:
+                req.pop("release", None)
+            reply, body = c.roundtrip(req, "batch")
+            prev = reply.get("id") or None
+            n = reply["n"]
+            if n == 0:
+                if reply.get("done"):
+                    return
+                continue
+            entries, inline = _agent.parse_entries(reply, body)
+            shards = reply["shards"]
+            # Map the shards this batch leases; unmap those whose lease the
+            # request above released and this batch did not renew.
+            refs = []
+            fresh = {}
+            for s in shards:
+                p = s["path"]
+                m = maps.pop(p, None)
+                fresh[p] = m
+                refs.append([p, s["size"], m, decoders[shard_schema[s["shard"]]]])
+            for m in maps.values():
+                if m is not None:
+                    m.close()
+            maps.clear()
+            maps.update(fresh)
+            for _sid, ref, ln, off in entries:
+                r = refs[ref & ~flag]
+                if ref & flag:
+                    rec = bytes(inline[off : off + ln])
+                else:
+                    m = r[2]
+                    if m is None:
+                        m = r[2] = maps[r[0]] = _map(r[0], r[1])
+                    rec = m[off : off + ln]
+                yield r[3](rec)
+
+    # -- state ------------------------------------------------------------
+
+    def _default_ncn(self, world):
+        if self.num_canonical_nodes is not None:
+            return self.num_canonical_nodes
+        ranks = world["world_size"] // (self.replication or 1)
+        lws = world["local_world_size"]
+        nodes = ranks // lws if ranks % lws == 0 else 1
+        return 64 * nodes if self.shuffle_algo in ("py1s", "py2s") else nodes
+
+    def state_dict(self, num_samples, from_beginning):
+        """MosaicML's state dict after num_samples samples (all ranks)."""
+        world = _world.detect()
+        c = self._connection(world)
+        info = c.call({"op": "epoch", "handle": self._handle, "rank": world["rank"]}, "epoch")
+        epoch = info["next_epoch"] - 1
+        offset = 0
+        ncn = info["num_canonical_nodes"] if info["next_epoch"] > 0 else None
+        seed = info["shuffle_seed"] if info["next_epoch"] > 0 else self.shuffle_seed
+        ipn = info["initial_physical_nodes"] if info["next_epoch"] > 0 else None
+        r = self._resume
+        if r is not None and r["epoch"] >= epoch:
+            epoch, offset = r["epoch"], r["sample_in_epoch"]
+            ncn, seed = r["num_canonical_nodes"], r["shuffle_seed"]
+            ipn = r.get("initial_physical_nodes")
+        if ncn is None:
+            ncn = self._default_ncn(world)
+        if ipn is None:
+            ranks = world["world_size"] // (self.replication or 1)
+            lws = world["local_world_size"]
+            ipn = ranks // lws if ranks % lws == 0 else 1
+        sample_in_epoch = num_samples if from_beginning else offset + num_samples
+        return {
+            "epoch": epoch,
+            "sample_in_epoch": sample_in_epoch,
+            "num_canonical_nodes": ncn,
+            "shuffle_seed": seed,
+            "initial_physical_nodes": ipn,
+        }
+
+    def load_state_dict(self, obj):
+        """Resume from a MosaicML state dict at the next iteration."""
+        need = ("epoch", "sample_in_epoch", "num_canonical_nodes", "shuffle_seed")
+        missing = [k for k in need if k not in obj]
+        if missing:
+            raise ValueError("state dict lacks %s" % ", ".join(missing))
+        st = {k: int(obj[k]) for k in need}
+        if obj.get("initial_physical_nodes") is not None:
+            st["initial_physical_nodes"] = int(obj["initial_physical_nodes"])
+        self._resume = st
+
+
+def _map(path, size):
+    try:
+        with open(path, "rb") as f:
+            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError:
+        raise errors.AgentError("leased shard %s vanished from the cache" % path) from None
+    except ValueError:
+        raise errors.CorruptDataError("shard %s is empty" % path) from None
+    if len(m) < size:
+        m.close()
+        raise errors.CorruptDataError("shard %s has %d bytes, the agent announced %d" % (path, len(m), size))
+    return m

@@ -1,0 +1,101 @@
+"""Exceptions raised by the Sluice client.
+
+Every error the agent reports carries a code; each code maps to one class
+below, which also derives from the closest built-in exception so that
+existing ``except FileNotFoundError`` / ``except PermissionError`` code keeps
+working.
+"""
+
+
+class SluiceError(Exception):
+    """Base class of every Sluice client error."""
+
+    code = "internal"
+
+
+class AgentError(SluiceError, ConnectionError):
+    """The agent is unreachable, died, or did not answer in time."""
+
+    code = "agent"
+
+
+class ProtocolError(SluiceError):
+    """The agent sent something this client cannot understand."""
+
+    code = "protocol"
+
+
+class BadRequestError(SluiceError, ValueError):
+    """The agent rejected a request as malformed."""
+
+    code = "bad_request"
+
+
+class VersionError(SluiceError):
+    """The client and the agent share no protocol version."""
+
+    code = "version"
+
+
+class DatasetNotFoundError(SluiceError, FileNotFoundError):
+    """The dataset, its index or one of its shards does not exist."""
+
+    code = "not_found"
+
+
+class PermissionDeniedError(SluiceError, PermissionError):
+    """The storage service refused the credentials."""
+
+    code = "permission"
+
+
+class CorruptDataError(SluiceError, ValueError):
+    """A shard or index failed validation."""
+
+    code = "corrupt"
+
+
+class InvalidArgumentError(SluiceError, ValueError):
+    """An argument is invalid (unknown algorithm, bad size string, ...)."""
+
+    code = "invalid"
+
+
+class CacheLimitError(SluiceError):
+    """The cache limit cannot hold what is needed."""
+
+    code = "cache_limit"
+
+
+class AgentTimeoutError(SluiceError, TimeoutError):
+    """A wait inside the agent passed its deadline."""
+
+    code = "timeout"
+
+
+class AgentClosedError(AgentError):
+    """The agent is shutting down."""
+
+    code = "closed"
+
+
+_BY_CODE = {
+    cls.code: cls
+    for cls in (
+        BadRequestError,
+        VersionError,
+        DatasetNotFoundError,
+        PermissionDeniedError,
+        CorruptDataError,
+        InvalidArgumentError,
+        CacheLimitError,
+        AgentTimeoutError,
+        AgentClosedError,
+    )
+}
+
+
+def from_reply(code, message):
+    """Returns the exception for an error reply."""
+    cls = _BY_CODE.get(code, SluiceError)
+    return cls(message)
