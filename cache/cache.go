@@ -1,0 +1,440 @@
+package cache
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Errors callers branch on.
+var (
+	// ErrNoSpace reports that a shard cannot fit under the limit because
+	// everything that could make room is in use (leased or being fetched),
+	// or, for a prefetch, needed sooner than the shard being fetched.
+	ErrNoSpace = errors.New("cache: no space under cache limit")
+	// ErrLimitTooSmall reports a limit that cannot hold the working set; the
+	// error's text gives the minimum that would work (see LimitError).
+	ErrLimitTooSmall = errors.New("cache: cache limit too small")
+	// ErrNotLocal reports a shard of a local-only dataset (no Bucket) whose
+	// files are missing.
+	ErrNotLocal = errors.New("cache: shard missing from local-only dataset")
+	// ErrClosed reports use of a Cache after Close.
+	ErrClosed = errors.New("cache: closed")
+)
+
+// LimitError reports a cache limit below the minimum a dataset needs. It
+// matches ErrLimitTooSmall.
+type LimitError struct {
+	// Dir is the cache directory.
+	Dir string
+	// Limit is the configured limit in bytes.
+	Limit int64
+	// Min is the smallest limit that would work, in bytes.
+	Min int64
+	// Reason says how Min was computed.
+	Reason string
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("cache %s: cache limit %d bytes (%s) is too small: at least %d bytes (%s) are needed: %s",
+		e.Dir, e.Limit, FormatBytes(e.Limit), e.Min, FormatBytes(e.Min), e.Reason)
+}
+
+// Is reports whether target is ErrLimitTooSmall.
+func (e *LimitError) Is(target error) bool { return target == ErrLimitTooSmall }
+
+// Options tunes a Cache. A nil *Options means the defaults.
+type Options struct {
+	// Limit is the most bytes the directory may hold at any instant,
+	// counted across every process sharing it. Zero or negative: no limit
+	// (nothing is ever evicted).
+	Limit int64
+	// WaitTimeout bounds every wait: for space, for another process's
+	// download of the same shard, for locks. Zero means 10 minutes.
+	WaitTimeout time.Duration
+}
+
+func (o *Options) withDefaults() Options {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	if r.Limit < 0 {
+		r.Limit = 0
+	}
+	if r.WaitTimeout <= 0 {
+		r.WaitTimeout = 10 * time.Minute
+	}
+	return r
+}
+
+// metaDir is the cache's private directory under its root.
+const metaDir = ".sluice"
+
+// partSuffix marks a file being written; it is renamed when complete.
+const partSuffix = ".part"
+
+// Cache is a node-local shard cache rooted at one directory. It is safe for
+// concurrent use; several Caches (in one or many processes) may share one
+// directory.
+type Cache struct {
+	dir  string
+	opts Options
+
+	// glock serialises this process's holders of the directory-wide flock
+	// on lockFile (flock is per open file, not per goroutine).
+	glock    sync.Mutex
+	lockFile *os.File
+	// usageFile holds the byte counter (8 bytes, little endian), read and
+	// written only under the directory-wide lock.
+	usageFile *os.File
+
+	// bg is the lifetime of background fetches; cancelled by Close.
+	bg     context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// mu guards the fields below and every Dataset's shard states.
+	mu       sync.Mutex
+	closed   bool
+	datasets []*Dataset
+	futures  map[*futureReg]struct{}
+	// wake is closed (and replaced) whenever space may have been freed in
+	// this process: a lease released, a shard evicted, a fetch finished.
+	wake chan struct{}
+	// clock orders accesses for LRU.
+	clock int64
+
+	stats counters
+}
+
+// counters are the cache-wide figures.
+type counters struct {
+	hits, misses, downloads, bytesFetched, evictions, evictedBytes, waitNanos atomic.Int64
+}
+
+// Stats are cumulative figures for a Cache or a Dataset.
+type Stats struct {
+	// Hits counts leases granted on a shard that was already local.
+	Hits int64
+	// Misses counts leases that had to wait for a fetch (download or
+	// decompression), by this process or another.
+	Misses int64
+	// Downloads counts files downloaded by this process.
+	Downloads int64
+	// BytesFetched counts bytes downloaded by this process.
+	BytesFetched int64
+	// Evictions counts shards evicted by this process.
+	Evictions int64
+	// EvictedBytes counts bytes freed by those evictions.
+	EvictedBytes int64
+	// Wait is the total time Acquire calls spent waiting for shards.
+	Wait time.Duration
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		Hits: c.hits.Load(), Misses: c.misses.Load(), Downloads: c.downloads.Load(),
+		BytesFetched: c.bytesFetched.Load(), Evictions: c.evictions.Load(),
+		EvictedBytes: c.evictedBytes.Load(), Wait: time.Duration(c.waitNanos.Load()),
+	}
+}
+
+// Open opens (creating if needed) the cache rooted at dir. It rebuilds the
+// byte count from the directory, deleting temporary files left by dead
+// processes. opts may be nil.
+func Open(ctx context.Context, dir string, opts *Options) (*Cache, error) {
+	o := opts.withDefaults()
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cache %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(filepath.Join(abs, metaDir, "locks"), 0o755); err != nil {
+		return nil, fmt.Errorf("cache %s: %w", abs, err)
+	}
+	lf, err := os.OpenFile(filepath.Join(abs, metaDir, "lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("cache %s: %w", abs, err)
+	}
+	uf, err := os.OpenFile(filepath.Join(abs, metaDir, "usage"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("cache %s: %w", abs, err)
+	}
+	bg, cancel := context.WithCancel(context.Background())
+	c := &Cache{
+		dir: abs, opts: o, lockFile: lf, usageFile: uf, bg: bg, cancel: cancel,
+		futures: make(map[*futureReg]struct{}), wake: make(chan struct{}),
+	}
+	err = c.locked(ctx, func() error {
+		n, err := c.recount()
+		if err != nil {
+			return err
+		}
+		return c.writeUsage(n)
+	})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Dir returns the cache's absolute root directory.
+func (c *Cache) Dir() string { return c.dir }
+
+// Limit returns the byte limit, zero for none.
+func (c *Cache) Limit() int64 { return c.opts.Limit }
+
+// Stats returns cumulative figures for every dataset of this Cache.
+func (c *Cache) Stats() Stats { return c.stats.snapshot() }
+
+// Usage returns the bytes the directory holds or has reserved, across all
+// processes.
+func (c *Cache) Usage(ctx context.Context) (int64, error) {
+	var n int64
+	err := c.locked(ctx, func() (err error) {
+		n, err = c.readUsage()
+		return err
+	})
+	return n, err
+}
+
+// Close stops background fetches and releases the Cache's files. Leases
+// still held stay valid until released; further Acquire calls fail with
+// ErrClosed.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	return errors.Join(c.usageFile.Close(), c.lockFile.Close())
+}
+
+// locked runs fn holding the directory-wide lock.
+func (c *Cache) locked(ctx context.Context, fn func() error) error {
+	c.glock.Lock()
+	defer c.glock.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, c.opts.WaitTimeout)
+	defer cancel()
+	if err := lockWait(ctx, c.lockFile, true); err != nil {
+		return fmt.Errorf("cache %s: %w", c.dir, err)
+	}
+	defer unlock(c.lockFile)
+	return fn()
+}
+
+func (c *Cache) readUsage() (int64, error) {
+	var b [8]byte
+	n, err := c.usageFile.ReadAt(b[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, fmt.Errorf("cache %s: read usage: %w", c.dir, err)
+	}
+	if n < 8 {
+		return 0, nil
+	}
+	v := int64(binary.LittleEndian.Uint64(b[:]))
+	if v < 0 {
+		v = 0
+	}
+	return v, nil
+}
+
+func (c *Cache) writeUsage(v int64) error {
+	if v < 0 {
+		v = 0
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(v))
+	if _, err := c.usageFile.WriteAt(b[:], 0); err != nil {
+		return fmt.Errorf("cache %s: write usage: %w", c.dir, err)
+	}
+	return nil
+}
+
+// addUsage adds delta to the counter; call under the directory lock.
+func (c *Cache) addUsage(delta int64) error {
+	v, err := c.readUsage()
+	if err != nil {
+		return err
+	}
+	return c.writeUsage(v + delta)
+}
+
+// recount sums the sizes of every file under the root except the cache's
+// own metadata. A temporary file counts at its size (created at full
+// size) while its writer holds its lock; one whose writer is gone is
+// deleted. Call under the directory lock.
+func (c *Cache) recount() (int64, error) {
+	var total int64
+	err := filepath.WalkDir(c.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() {
+			if path != c.dir && d.Name() == metaDir && filepath.Dir(path) == c.dir {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		if strings.HasSuffix(path, partSuffix) {
+			stale, err := removeIfStale(path)
+			if err != nil || stale {
+				return err
+			}
+		}
+		fi, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		total += fi.Size()
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cache %s: recount: %w", c.dir, err)
+	}
+	return total, nil
+}
+
+// removeIfStale deletes a temporary file nobody holds locked (its writer
+// died) and reports whether it did.
+func removeIfStale(path string) (bool, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	ok, err := tryLock(f, true)
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	return true, nil
+}
+
+// signal wakes every goroutine waiting for space in this process.
+func (c *Cache) signal() {
+	c.mu.Lock()
+	close(c.wake)
+	c.wake = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// wakeChan returns the channel the next signal closes.
+func (c *Cache) wakeChan() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wake
+}
+
+// FormatBytes renders n bytes with a binary unit, for messages ("1.5 GiB").
+func FormatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// WriteFile stores data at rel (slash-separated, relative to the root)
+// atomically, counting it against the limit like any shard file (it waits
+// for space, evicting as needed). The file is never evicted by the cache.
+func (c *Cache) WriteFile(ctx context.Context, rel string, data []byte) error {
+	if err := checkRel(rel); err != nil {
+		return fmt.Errorf("cache %s: %w", c.dir, err)
+	}
+	p := filepath.Join(c.dir, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("cache %s: %w", c.dir, err)
+	}
+	n := int64(len(data))
+	var f *os.File
+	wctx, cancel := context.WithTimeout(ctx, c.opts.WaitTimeout)
+	defer cancel()
+	err := c.reserve(wctx, n, 0, true, nil, -1, func() error {
+		var err error
+		f, err = os.OpenFile(p+partSuffix, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return err
+		}
+		if ok, err := tryLock(f, true); err != nil || !ok {
+			f.Close()
+			if err == nil {
+				err = fmt.Errorf("%s is being written by another process", p+partSuffix)
+			}
+			return err
+		}
+		if err := f.Truncate(0); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Truncate(n); err != nil {
+			f.Close()
+			return err
+		}
+		return c.addUsage(0)
+	})
+	if err != nil {
+		return fmt.Errorf("cache: write %s: %w", p, err)
+	}
+	_, err = f.WriteAt(data, 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = c.locked(context.WithoutCancel(ctx), func() error {
+			// Replacing an existing file frees its bytes.
+			if fi, err := os.Stat(p); err == nil {
+				if err := c.addUsage(-fi.Size()); err != nil {
+					return err
+				}
+			}
+			return os.Rename(p+partSuffix, p)
+		})
+	}
+	if err != nil {
+		_ = c.locked(context.WithoutCancel(ctx), func() error {
+			os.Remove(p + partSuffix)
+			return c.addUsage(-n)
+		})
+	}
+	f.Close()
+	c.signal()
+	if err != nil {
+		return fmt.Errorf("cache: write %s: %w", p, err)
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+// Package cache keeps the shard files of one or more datasets in a local
+// directory that every consumer on a node shares: goroutines of one process
+// and separate processes alike.
+//
+// # Shard states
+//
+// A shard moves through these states:
+//
+//	absent ──► downloading (<file>.part, reserved at full size, flock'ed)
+//	       ──► present (raw and/or compressed file renamed into place)
+//	       ──► in use (leased: a shared flock on its first raw file)
+//	       ──► evictable (present, unleased) ──► absent
+//
+// Every file appears atomically: it is written under a temporary ".part"
+// name, synced and renamed. A compressed shard is decompressed once, into
+// its raw form; the compressed file is kept only with KeepZip.
+//
+// # Single flight
+//
+// Concurrent requests for one shard in a process share one fetch. Across
+// processes, a per-shard lock file under <dir>/.sluice/locks serialises
+// fetches, so each shard is downloaded once per node: a process that finds
+// the lock held waits for the other's result instead of downloading again.
+//
+// # Limit
+//
+// Bytes in the directory never exceed Options.Limit, counted across
+// processes: every byte is reserved, under a directory-wide lock, before it
+// is written. Temporary files are created at their full size so that the
+// directory's file sizes always account for in-flight downloads. The counter
+// lives in <dir>/.sluice/usage; when it would refuse a reservation, the cache
+// recounts the directory (deleting temporary files whose writer died) and
+// evicts.
+//
+// # Eviction
+//
+// Only shards of datasets with a remote source are ever evicted, and never
+// one that is leased by any process or being fetched. Among the candidates
+// the cache evicts the shard whose next planned use is farthest away
+// (Belady's rule, from the Future of each registered consumer); shards no
+// consumer plans to use go first, least recently used first, which is plain
+// LRU for random access. A prefetch never evicts a shard needed sooner than
+// the one it fetches.
+//
+// # Restarts
+//
+// Open and Add rebuild the state from the directory: complete files are kept
+// after a size check, temporary files whose writer is gone are deleted, and
+// files of a live process are left alone (they are locked). A process killed
+// at any instant leaves a valid cache.
+//
+// # Waits
+//
+// Every wait (for space, for another process's download, for a lock) has a
+// deadline, Options.WaitTimeout, and fails with an error that names the
+// shard file and the store.
+//
+// # Concurrency
+//
+// A Cache and its Datasets are safe for concurrent use. A Lease is owned by
+// the goroutine that acquired it until Release.
+//
+// The package supports Unix systems (it relies on flock).
+package cache

@@ -1,0 +1,225 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"time"
+)
+
+// Future tells the cache when a consumer will next use shards, so that
+// eviction can follow the plan (Belady's rule).
+type Future interface {
+	// NextUses calls fn for shards the consumer will read within its look-
+	// ahead, with the distance in samples from its current position to the
+	// first use (0: in use now). Unreported shards count as not planned.
+	// It is called on the cache's eviction path and must not call into the
+	// Cache or block.
+	NextUses(fn func(d *Dataset, shard int, distance int64))
+}
+
+type futureReg struct{ f Future }
+
+// AddFuture registers a consumer's future; call the returned func to
+// remove it when the consumer ends.
+func (c *Cache) AddFuture(f Future) (remove func()) {
+	r := &futureReg{f: f}
+	c.mu.Lock()
+	c.futures[r] = struct{}{}
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		delete(c.futures, r)
+		c.mu.Unlock()
+	}
+}
+
+// errNoRoom is reserve's internal "does not fit now".
+var errNoRoom = errors.New("no room")
+
+// reserve adds n bytes to the directory's count, evicting as needed, and
+// runs create under the same lock hold (so the reserved temporary files
+// appear atomically with the count). A demand reservation waits for space
+// up to ctx's deadline; a prefetch fails with ErrNoSpace at once.
+func (c *Cache) reserve(ctx context.Context, n, distance int64, demand bool, d *Dataset, shard int, create func() error) error {
+	lim := c.opts.Limit
+	if lim > 0 && n > lim {
+		return &LimitError{Dir: c.dir, Limit: lim, Min: n, Reason: "a single shard (raw plus compressed) is larger than the limit"}
+	}
+	bo := newBackoff(time.Millisecond, 100*time.Millisecond)
+	var usage int64
+	for {
+		wake := c.wakeChan()
+		err := c.locked(ctx, func() error {
+			if lim == 0 {
+				if err := create(); err != nil {
+					return err
+				}
+				return c.addUsage(n)
+			}
+			u, err := c.readUsage()
+			if err != nil {
+				return err
+			}
+			if u+n > lim {
+				if u, err = c.recount(); err != nil {
+					return err
+				}
+				if u+n > lim {
+					u -= c.evict(u+n-lim, distance, demand, d, shard)
+				}
+				if err := c.writeUsage(u); err != nil {
+					return err
+				}
+			}
+			usage = u
+			if u+n > lim {
+				return errNoRoom
+			}
+			if err := create(); err != nil {
+				return err
+			}
+			return c.addUsage(n)
+		})
+		if !errors.Is(err, errNoRoom) {
+			return err
+		}
+		if !demand {
+			return fmt.Errorf("%w: prefetch needs %d bytes, %d of %d in use by shards needed sooner", ErrNoSpace, n, usage, lim)
+		}
+		if werr := bo.wait(ctx, wake); werr != nil {
+			return fmt.Errorf("%w: waited for %d bytes while %d of the %d-byte limit stayed leased or in flight: %w",
+				ErrNoSpace, n, usage, lim, werr)
+		}
+	}
+}
+
+type candidate struct {
+	d       *Dataset
+	shard   int
+	dist    int64
+	lastUse int64
+}
+
+// evict deletes unleased shards until at least need bytes are freed or no
+// candidate is left, and returns the bytes freed. Call under the directory
+// lock.
+func (c *Cache) evict(need, distance int64, demand bool, self *Dataset, selfShard int) int64 {
+	dist := make(map[*Dataset]map[int]int64)
+	c.mu.Lock()
+	futures := make([]Future, 0, len(c.futures))
+	for r := range c.futures {
+		futures = append(futures, r.f)
+	}
+	datasets := append([]*Dataset(nil), c.datasets...)
+	c.mu.Unlock()
+	for _, f := range futures {
+		f.NextUses(func(d *Dataset, shard int, distance int64) {
+			m := dist[d]
+			if m == nil {
+				m = make(map[int]int64)
+				dist[d] = m
+			}
+			if old, ok := m[shard]; !ok || distance < old {
+				m[shard] = distance
+			}
+		})
+	}
+	var cands []candidate
+	for _, d := range datasets {
+		if !d.remote {
+			continue // local-only data is never deleted
+		}
+		for i := range d.st {
+			if d == self && i == selfShard {
+				continue
+			}
+			c.mu.Lock()
+			st := d.st[i]
+			c.mu.Unlock()
+			if st.refs > 0 || st.flight != nil {
+				continue
+			}
+			dd, ok := dist[d][i]
+			if !ok {
+				dd = infinity
+			}
+			cands = append(cands, candidate{d: d, shard: i, dist: dd, lastUse: st.lastUse})
+		}
+	}
+	sort.SliceStable(cands, func(a, b int) bool {
+		if cands[a].dist != cands[b].dist {
+			return cands[a].dist > cands[b].dist
+		}
+		return cands[a].lastUse < cands[b].lastUse
+	})
+	var freed int64
+	for _, cd := range cands {
+		if freed >= need {
+			break
+		}
+		if !demand && cd.dist <= distance {
+			break
+		}
+		freed += cd.d.evictShard(cd.shard)
+	}
+	return freed
+}
+
+// evictShard deletes shard's files unless it is leased or being fetched
+// by any process, and returns the bytes freed. Call under the directory
+// lock, without Cache.mu.
+func (d *Dataset) evictShard(shard int) int64 {
+	c := d.c
+	files := d.src.Shards[shard].Files
+	lf, err := os.OpenFile(d.lockPath(shard), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return 0
+	}
+	defer lf.Close()
+	if ok, err := tryLock(lf, true); err != nil || !ok {
+		return 0 // being fetched by another process
+	}
+	// A lease anywhere holds a shared lock on the first raw file.
+	if rf, err := os.Open(d.path(files[0].Raw)); err == nil {
+		defer rf.Close()
+		if ok, err := tryLock(rf, true); err != nil || !ok {
+			return 0
+		}
+	}
+	// Re-check this process's state: a lease or fetch may have begun.
+	c.mu.Lock()
+	st := d.st[shard]
+	c.mu.Unlock()
+	if st.refs > 0 || st.flight != nil {
+		return 0
+	}
+	var freed int64
+	for _, f := range files {
+		for _, rel := range []string{f.Raw, f.Zip} {
+			if rel == "" {
+				continue
+			}
+			p := d.path(rel)
+			fi, err := os.Stat(p)
+			if err != nil {
+				continue
+			}
+			if err := os.Remove(p); err == nil || errors.Is(err, fs.ErrNotExist) {
+				if err == nil {
+					freed += fi.Size()
+				}
+			}
+		}
+	}
+	if freed > 0 {
+		c.stats.evictions.Add(1)
+		d.stats.evictions.Add(1)
+		c.stats.evictedBytes.Add(freed)
+		d.stats.evictedBytes.Add(freed)
+	}
+	return freed
+}

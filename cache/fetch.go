@@ -1,0 +1,395 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluicedata/sluice/storage"
+)
+
+// part is a temporary file being written, reserved at its full size and
+// held with an exclusive lock until renamed or removed.
+type part struct {
+	rel  string // final relative path
+	size int64
+	f    *os.File
+	done bool // renamed into place (its bytes now belong to a final file)
+}
+
+// step is one file's work within a fetch.
+type step struct {
+	file     File
+	download bool // download Zip (if set) or Raw
+	inflate  bool // decompress Zip into Raw
+}
+
+// plan returns what is missing for shard: nil when it is complete.
+func (d *Dataset) plan(shard int) ([]step, error) {
+	var steps []step
+	for _, f := range d.src.Shards[shard].Files {
+		ok, err := d.exists(f.Raw, f.RawBytes)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			continue
+		}
+		s := step{file: f}
+		if f.Zip == "" {
+			s.download = true
+		} else {
+			s.inflate = true
+			zok, err := d.exists(f.Zip, f.ZipBytes)
+			if err != nil {
+				return nil, err
+			}
+			s.download = !zok
+		}
+		if s.download && !d.remote {
+			rel := f.Raw
+			if f.Zip != "" {
+				rel = f.Zip
+			}
+			return nil, fmt.Errorf("%w: %s", ErrNotLocal, d.where(rel))
+		}
+		steps = append(steps, s)
+	}
+	return steps, nil
+}
+
+func (d *Dataset) exists(rel string, size int64) (bool, error) {
+	fi, err := os.Stat(d.path(rel))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("cache: %w", err)
+	}
+	return fi.Size() == size, nil
+}
+
+// fetch makes shard complete on disk. It runs on a flight goroutine.
+func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand bool) (err error) {
+	files := d.src.Shards[shard].Files
+	steps, err := d.plan(shard)
+	if err != nil || len(steps) == 0 {
+		return err
+	}
+	// Cross-process single flight: one fetcher per shard per node.
+	lf, err := os.OpenFile(d.lockPath(shard), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("cache: fetch %s: %w", d.where(files[0].Raw), err)
+	}
+	defer lf.Close()
+	wctx, cancel := context.WithTimeout(ctx, d.c.opts.WaitTimeout)
+	defer cancel()
+	bo := newBackoff(time.Millisecond, 50*time.Millisecond)
+	for {
+		ok, err := tryLock(lf, true)
+		if err != nil {
+			return fmt.Errorf("cache: fetch %s: %w", d.where(files[0].Raw), err)
+		}
+		if ok {
+			break
+		}
+		// Another process is fetching it: wait for its result.
+		if d.Present(shard) {
+			return nil
+		}
+		if err := bo.wait(wctx, nil); err != nil {
+			return fmt.Errorf("cache: waiting for another process to fetch %s: %w", d.where(files[0].Raw), err)
+		}
+	}
+	if steps, err = d.plan(shard); err != nil || len(steps) == 0 {
+		return err
+	}
+
+	var need int64
+	for _, s := range steps {
+		if s.inflate {
+			need += s.file.RawBytes
+			if s.download {
+				need += s.file.ZipBytes
+			}
+		} else {
+			need += s.file.RawBytes
+		}
+	}
+	var parts []*part
+	create := func() (err error) {
+		defer func() {
+			if err != nil { // undo, still under the directory lock
+				for _, p := range parts {
+					os.Remove(d.path(p.rel) + partSuffix)
+					p.f.Close()
+				}
+				parts = nil
+			}
+		}()
+		for _, s := range steps {
+			if s.download && s.inflate {
+				if err := d.newPart(&parts, s.file.Zip, s.file.ZipBytes); err != nil {
+					return err
+				}
+			}
+			if err := d.newPart(&parts, s.file.Raw, s.file.RawBytes); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := d.c.reserve(wctx, need, distance, demand, d, shard, create); err != nil {
+		return fmt.Errorf("cache: fetch %s: %w", d.where(files[0].Raw), err)
+	}
+	var committed int64 // reserved bytes that now belong to final files
+	defer func() {
+		if err != nil {
+			d.discard(parts, committed)
+		}
+	}()
+	byRel := make(map[string]*part, len(parts))
+	for _, p := range parts {
+		byRel[p.rel] = p
+	}
+	for _, s := range steps {
+		f := s.file
+		if !s.inflate {
+			p := byRel[f.Raw]
+			if err := d.download(ctx, f.Raw, p, f.Verify); err != nil {
+				return err
+			}
+			if err := d.commit(p); err != nil {
+				return err
+			}
+			committed += p.size
+			continue
+		}
+		if s.download {
+			p := byRel[f.Zip]
+			if err := d.download(ctx, f.Zip, p, f.Verify); err != nil {
+				return err
+			}
+			if err := d.commit(p); err != nil {
+				return err
+			}
+			committed += p.size
+		}
+		p := byRel[f.Raw]
+		if err := d.inflate(f, p); err != nil {
+			return err
+		}
+		if err := d.commit(p); err != nil {
+			return err
+		}
+		committed += p.size
+		if !d.src.KeepZip {
+			err := d.c.locked(context.WithoutCancel(ctx), func() error {
+				if rmErr := os.Remove(d.path(f.Zip)); rmErr == nil {
+					return d.c.addUsage(-f.ZipBytes)
+				} else if !errors.Is(rmErr, fs.ErrNotExist) {
+					return rmErr
+				}
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("cache: remove %s: %w", d.where(f.Zip), err)
+			}
+		}
+	}
+	return nil
+}
+
+// newPart creates rel's temporary file at its full size and locks it.
+// Call under the directory lock.
+func (d *Dataset) newPart(parts *[]*part, rel string, size int64) error {
+	p := d.path(rel) + partSuffix
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	// A leftover part here belongs to a dead process: we hold the shard's
+	// fetch lock. Its bytes were counted; the next recount settles that.
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	ok, err := tryLock(f, true)
+	if err == nil && !ok {
+		err = fmt.Errorf("%s is locked by another process", p)
+	}
+	if err == nil {
+		err = f.Truncate(0)
+	}
+	if err == nil {
+		err = f.Truncate(size)
+	}
+	if err != nil {
+		f.Close()
+		return err
+	}
+	*parts = append(*parts, &part{rel: rel, size: size, f: f})
+	return nil
+}
+
+// discard removes unfinished parts and returns their reservation, less
+// the committed bytes that now live in final files.
+func (d *Dataset) discard(parts []*part, committed int64) {
+	var reserved int64
+	for _, p := range parts {
+		reserved += p.size
+	}
+	_ = d.c.locked(context.Background(), func() error {
+		for _, p := range parts {
+			if !p.done {
+				os.Remove(d.path(p.rel) + partSuffix)
+				p.f.Close()
+			}
+		}
+		if len(parts) == 0 {
+			return nil
+		}
+		return d.c.addUsage(-(reserved - committed))
+	})
+	d.c.signal()
+}
+
+// commit syncs a finished part and renames it into place under the
+// directory lock (so a recount never sees it twice or not at all).
+func (d *Dataset) commit(p *part) error {
+	if err := p.f.Sync(); err != nil {
+		return fmt.Errorf("cache: sync %s: %w", d.where(p.rel), err)
+	}
+	err := d.c.locked(context.Background(), func() error {
+		return os.Rename(d.path(p.rel)+partSuffix, d.path(p.rel))
+	})
+	if err != nil {
+		return fmt.Errorf("cache: commit %s: %w", d.where(p.rel), err)
+	}
+	p.done = true
+	return p.f.Close() // drops the exclusive lock
+}
+
+// parallelThreshold is the size from which a file is fetched in parallel
+// ranged parts of partSize bytes, up to partConcurrency at once.
+const (
+	parallelThreshold = 32 << 20
+	partSize          = 8 << 20
+	partConcurrency   = 4
+)
+
+// download fetches rel from the bucket into p with Attempts tries, each
+// bounded by AttemptTimeout, then runs verify.
+func (d *Dataset) download(ctx context.Context, rel string, p *part, verify func(io.Reader) error) error {
+	var err error
+	for i := 1; i <= d.src.Attempts; i++ {
+		if i > 1 {
+			t := time.NewTimer(d.src.Backoff(i - 1))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return fmt.Errorf("cache: download %s: %w (after: %w)", d.where(rel), ctx.Err(), err)
+			case <-t.C:
+			}
+		}
+		actx, cancel := context.WithTimeout(ctx, d.src.AttemptTimeout)
+		err = d.getInto(actx, rel, p)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || errors.Is(err, storage.ErrNotExist) || errors.Is(err, storage.ErrPermission) {
+			return fmt.Errorf("cache: download %s: %w", d.where(rel), err)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("cache: download %s: %d attempts failed, last: %w", d.where(rel), d.src.Attempts, err)
+	}
+	d.c.stats.downloads.Add(1)
+	d.stats.downloads.Add(1)
+	d.c.stats.bytesFetched.Add(p.size)
+	d.stats.bytesFetched.Add(p.size)
+	if verify != nil {
+		if err := verify(io.NewSectionReader(p.f, 0, p.size)); err != nil {
+			return fmt.Errorf("cache: validate %s: %w", d.where(rel), err)
+		}
+	}
+	return nil
+}
+
+// getInto writes the whole object rel into p.f, checking its size.
+func (d *Dataset) getInto(ctx context.Context, rel string, p *part) error {
+	b := d.src.Bucket
+	if p.size < parallelThreshold {
+		return getRange(ctx, b, rel, p.f, 0, p.size, true)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(partConcurrency)
+	for off := int64(0); off < p.size; off += partSize {
+		n := min(partSize, p.size-off)
+		g.Go(func() error { return getRange(gctx, b, rel, p.f, off, n, off+n == p.size) })
+	}
+	return g.Wait()
+}
+
+// getRange copies n bytes at off of object key into f at the same offset.
+// With last, it also checks that the object ends there.
+func getRange(ctx context.Context, b storage.Bucket, key string, f *os.File, off, n int64, last bool) error {
+	want := n
+	if last {
+		want = -1 // read to the end, so a longer object is noticed
+	}
+	r, err := b.NewRangeReader(ctx, key, off, want)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	w := io.NewOffsetWriter(f, off)
+	got, err := io.Copy(w, io.LimitReader(r, n+1))
+	if err != nil {
+		return err
+	}
+	if got != n {
+		return fmt.Errorf("object %s: got %d bytes at offset %d, want %d (size in the index differs from the store)", b.URL(key), got, off, n)
+	}
+	return nil
+}
+
+// inflate decompresses f.Zip into p, checking the output size.
+func (d *Dataset) inflate(f File, p *part) error {
+	zf, err := os.Open(d.path(f.Zip))
+	if err != nil {
+		return fmt.Errorf("cache: decompress %s: %w", d.where(f.Zip), err)
+	}
+	defer zf.Close()
+	w := &limitWriter{w: io.NewOffsetWriter(p.f, 0), left: f.RawBytes}
+	if err := d.src.Decompress(f.Compression, w, io.NewSectionReader(zf, 0, f.ZipBytes), f.RawBytes); err != nil {
+		return fmt.Errorf("cache: decompress %s: %w", d.where(f.Zip), err)
+	}
+	if w.left != 0 {
+		return fmt.Errorf("cache: decompress %s: got %d bytes, the index says %d", d.where(f.Zip), f.RawBytes-w.left, f.RawBytes)
+	}
+	return nil
+}
+
+// limitWriter fails writes past left bytes (a corrupt or hostile
+// compressed file must not fill the disk).
+type limitWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (l *limitWriter) Write(b []byte) (int, error) {
+	if int64(len(b)) > l.left {
+		return 0, fmt.Errorf("decompressed data exceeds the declared size")
+	}
+	n, err := l.w.Write(b)
+	l.left -= int64(n)
+	return n, err
+}

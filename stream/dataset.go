@@ -1,0 +1,515 @@
+package stream
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicedata/sluice/cache"
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/format/compress"
+	"github.com/sluicedata/sluice/format/hashing"
+	"github.com/sluicedata/sluice/plan"
+	"github.com/sluicedata/sluice/storage"
+)
+
+// maxIndexBytes bounds a downloaded index.json.
+const maxIndexBytes = 1 << 30
+
+// Dataset is an opened streaming dataset: its streams' indexes, its plan
+// and its cache. It is safe for concurrent use.
+type Dataset struct {
+	opts     Options
+	cache    *cache.Cache // nil when every stream is local-only
+	ownCache bool
+	streams  []*streamState
+	shards   []shardRef // global shard ID → stream and entry
+	planner  *plan.Planner
+	table    *shardTable
+	// indexBytes is the size of every stream's index.json in the cache.
+	indexBytes int64
+
+	// mu guards tracker and world.
+	mu      sync.Mutex
+	tracker *plan.Tracker
+	world   *plan.World // the world of the last NewEpoch
+
+	stats counters
+}
+
+// streamState is one opened stream.
+type streamState struct {
+	remote    string
+	bucket    storage.Bucket // nil: local only
+	dir       string         // absolute local directory of the stream
+	cds       *cache.Dataset // nil: local only
+	index     *format.Index
+	keepZip   bool
+	validate  string
+	firstShar int
+	// inflating serialises decompression of local-only compressed shards.
+	inflating sync.Mutex
+}
+
+// shardRef locates a global shard.
+type shardRef struct {
+	stream int
+	local  int // shard ID within the stream
+	info   *format.ShardInfo
+}
+
+// Open opens a dataset: it reads (downloading when missing) each stream's
+// index.json, plans the epochs and registers the shards with the cache.
+// It fails at once, with the minimum that would work, when the cache
+// limit cannot hold the working set.
+func Open(ctx context.Context, opts *Options) (_ *Dataset, err error) {
+	if opts == nil {
+		return nil, errors.New("stream: nil Options")
+	}
+	o := *opts
+	streams, err := o.resolveStreams()
+	if err != nil {
+		return nil, err
+	}
+	d := &Dataset{opts: o}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	anyRemote := false
+	for _, s := range streams {
+		anyRemote = anyRemote || s.Remote != ""
+	}
+	if anyRemote {
+		if o.Cache != nil {
+			d.cache = o.Cache
+		} else {
+			root := o.Local
+			if root == "" {
+				root = defaultLocal(streams)
+			}
+			c, err := cache.Open(ctx, root, &cache.Options{Limit: o.CacheLimit, WaitTimeout: o.WaitTimeout})
+			if err != nil {
+				return nil, fmt.Errorf("stream: %w", err)
+			}
+			d.cache, d.ownCache = c, true
+		}
+	}
+	var planStreams []plan.Stream
+	for i, s := range streams {
+		st, err := d.openStream(ctx, &o, s)
+		if err != nil {
+			return nil, err
+		}
+		st.firstShar = len(d.shards)
+		d.streams = append(d.streams, st)
+		sizes := make([]int64, len(st.index.Shards))
+		for j := range st.index.Shards {
+			sizes[j] = int64(st.index.Shards[j].Samples)
+			d.shards = append(d.shards, shardRef{stream: i, local: j, info: &st.index.Shards[j]})
+		}
+		planStreams = append(planStreams, plan.Stream{ShardSizes: sizes, Proportion: s.Proportion, Repeat: s.Repeat, Choose: s.Choose})
+	}
+	d.planner, err = plan.New(planStreams, o.planOptions())
+	if err != nil {
+		return nil, fmt.Errorf("stream: %w", err)
+	}
+	d.tracker = d.planner.NewTracker()
+	d.table = newShardTable(d)
+	// The working set: one leased shard per consumer of this dataset plus
+	// one being fetched. Consumers are not known yet; require room for
+	// one reader, the minimum any use needs. NewEpoch checks again with
+	// its worker count.
+	if err := d.checkLimit(1); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// checkLimit fails when the cache cannot hold holders leased shards plus
+// one being fetched, for the largest shard of any stream.
+func (d *Dataset) checkLimit(holders int) error {
+	var worst *cache.Dataset
+	for _, st := range d.streams {
+		if st.cds != nil && (worst == nil || st.cds.MaxFootprint() > worst.MaxFootprint()) {
+			worst = st.cds
+		}
+	}
+	if worst == nil {
+		return nil
+	}
+	if err := worst.CheckLimit(holders, d.indexBytes); err != nil {
+		return fmt.Errorf("stream: %w", err)
+	}
+	return nil
+}
+
+// resolveStreams returns the streams with dataset defaults filled in.
+func (o *Options) resolveStreams() ([]Stream, error) {
+	if len(o.Streams) > 0 {
+		if o.Remote != "" {
+			return nil, errors.New("stream: give Streams or Remote, not both")
+		}
+		return o.Streams, nil
+	}
+	if o.Remote == "" && o.Local == "" {
+		return nil, errors.New("stream: Remote or Local is required")
+	}
+	s := Stream{Remote: o.Remote, Split: o.Split}
+	if o.Remote == "" || sameDir(o.Remote, o.Local) {
+		// A local dataset: read in place, never fetched or evicted.
+		s.Remote, s.Local = "", o.Local
+	}
+	return []Stream{s}, nil
+}
+
+func sameDir(remote, local string) bool {
+	if strings.Contains(remote, "://") && !strings.HasPrefix(remote, "file://") {
+		return false
+	}
+	a, err1 := filepath.Abs(strings.TrimPrefix(remote, "file://"))
+	b, err2 := filepath.Abs(local)
+	return err1 == nil && err2 == nil && a == b
+}
+
+// dirName derives a stream's directory name from its remote and split.
+func dirName(remote, split string) string {
+	h := sha256.Sum256([]byte(remote + "\x00" + split))
+	return "ds-" + hex.EncodeToString(h[:8])
+}
+
+func defaultLocal(streams []Stream) string {
+	var b strings.Builder
+	for _, s := range streams {
+		b.WriteString(s.Remote)
+		b.WriteByte(0)
+	}
+	return filepath.Join(os.TempDir(), "sluice", dirName(b.String(), ""))
+}
+
+// openStream reads one stream's index and registers it with the cache.
+func (d *Dataset) openStream(ctx context.Context, o *Options, s Stream) (*streamState, error) {
+	st := &streamState{remote: s.Remote, keepZip: o.KeepZip, validate: o.ValidateHash}
+	if s.KeepZip != nil {
+		st.keepZip = *s.KeepZip
+	}
+	if s.ValidateHash != nil {
+		st.validate = *s.ValidateHash
+	}
+	if st.validate != "" && !hashing.Valid(st.validate) {
+		return nil, fmt.Errorf("stream: validate_hash: unknown algorithm %q", st.validate)
+	}
+	if s.Remote == "" {
+		dir := s.Local
+		if dir == "" {
+			return nil, errors.New("stream: a stream needs Remote or Local")
+		}
+		if !filepath.IsAbs(dir) && len(o.Streams) > 0 && o.Local != "" {
+			dir = filepath.Join(o.Local, dir)
+		}
+		st.dir = filepath.Join(dir, filepath.FromSlash(s.Split))
+		b, err := os.ReadFile(filepath.Join(st.dir, format.IndexFile))
+		if err != nil {
+			return nil, fmt.Errorf("stream: %w", err)
+		}
+		if st.index, err = parseIndex(filepath.Join(st.dir, format.IndexFile), b); err != nil {
+			return nil, err
+		}
+		return st, nil
+	}
+
+	// A remote stream: its directory lives in the cache.
+	rel, err := d.streamRel(o, s)
+	if err != nil {
+		return nil, err
+	}
+	if o.Registry == nil {
+		return nil, fmt.Errorf("stream: opening %q needs a storage Registry", s.Remote)
+	}
+	root := s.Remote
+	if s.Split != "" {
+		root = strings.TrimSuffix(root, "/") + "/" + s.Split
+	}
+	b, err := o.Registry.Open(ctx, root)
+	if err != nil {
+		return nil, fmt.Errorf("stream: %w", err)
+	}
+	st.bucket = b
+	st.dir = filepath.Join(d.cache.Dir(), filepath.FromSlash(rel))
+	idx, n, err := d.loadIndex(ctx, st, rel)
+	if err != nil {
+		return nil, err
+	}
+	st.index = idx
+	d.indexBytes += n
+
+	retry := o.DownloadRetry
+	if s.DownloadRetry != nil {
+		retry = *s.DownloadRetry
+	}
+	if retry < 0 {
+		return nil, fmt.Errorf("stream: download_retry %d must be ≥ 0", retry)
+	}
+	if retry == 0 && o.DownloadRetry == 0 && s.DownloadRetry == nil {
+		retry = 2
+	}
+	if retry == 0 {
+		return nil, errors.New("stream: download_retry 0 makes every download fail (it counts attempts, not retries)")
+	}
+	timeout := o.DownloadTimeout
+	if s.DownloadTimeout != nil {
+		timeout = *s.DownloadTimeout
+	}
+	src := &cache.Source{
+		Dir: rel, Bucket: b, KeepZip: st.keepZip, Attempts: retry, AttemptTimeout: timeout,
+		Decompress: func(comp string, dst io.Writer, r io.Reader, raw int64) error {
+			_, err := compress.DecompressStream(dst, r, familyOf(comp), raw)
+			return err
+		},
+	}
+	for i := range idx.Shards {
+		src.Shards = append(src.Shards, st.cacheShard(&idx.Shards[i]))
+	}
+	st.cds, err = d.cache.Add(ctx, src)
+	if err != nil {
+		return nil, fmt.Errorf("stream: %w", err)
+	}
+	return st, nil
+}
+
+func familyOf(comp string) string {
+	f, _, _ := strings.Cut(comp, ":")
+	return f
+}
+
+// streamRel returns a remote stream's directory relative to the cache root.
+func (d *Dataset) streamRel(o *Options, s Stream) (string, error) {
+	local := s.Local
+	if len(o.Streams) == 0 {
+		// A single dataset: without a shared cache, Local is the root.
+		local = ""
+		if o.Cache != nil {
+			local = o.Local
+		}
+	}
+	rel := ""
+	switch {
+	case local == "" && (len(o.Streams) > 0 || o.Cache != nil):
+		rel = dirName(s.Remote, "")
+	case local == "":
+	case filepath.IsAbs(local):
+		r, err := filepath.Rel(d.cache.Dir(), local)
+		if err != nil || !filepath.IsLocal(r) {
+			return "", fmt.Errorf("stream: local directory %s is outside the cache root %s", local, d.cache.Dir())
+		}
+		rel = r
+	default:
+		if !filepath.IsLocal(local) {
+			return "", fmt.Errorf("stream: local directory %q leaves the cache root", local)
+		}
+		rel = local
+	}
+	if s.Split != "" {
+		rel = filepath.Join(rel, filepath.FromSlash(s.Split))
+	}
+	return filepath.ToSlash(rel), nil
+}
+
+// loadIndex returns a remote stream's index: the cached copy when there
+// is one (as MosaicML does, even if stale), else downloaded and cached.
+func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (*format.Index, int64, error) {
+	local := filepath.Join(st.dir, format.IndexFile)
+	b, err := os.ReadFile(local)
+	if errors.Is(err, fs.ErrNotExist) {
+		b, err = storage.ReadAll(ctx, st.bucket, format.IndexFile, maxIndexBytes)
+		if err != nil {
+			return nil, 0, fmt.Errorf("stream: read index: %w", err)
+		}
+		if _, err := parseIndex(st.bucket.URL(format.IndexFile), b); err != nil {
+			return nil, 0, err
+		}
+		if err := d.cache.WriteFile(ctx, filepath.ToSlash(filepath.Join(rel, format.IndexFile)), b); err != nil {
+			return nil, 0, fmt.Errorf("stream: %w", err)
+		}
+	} else if err != nil {
+		return nil, 0, fmt.Errorf("stream: %w", err)
+	}
+	idx, err := parseIndex(local, b)
+	return idx, int64(len(b)), err
+}
+
+func parseIndex(name string, b []byte) (*format.Index, error) {
+	idx, err := format.ParseIndex(b)
+	if err != nil {
+		return nil, fmt.Errorf("stream: %s: %w", name, err)
+	}
+	if len(idx.Shards) == 0 {
+		return nil, fmt.Errorf("stream: %s: no shards", name)
+	}
+	return idx, nil
+}
+
+// cacheShard describes a shard's files to the cache.
+func (st *streamState) cacheShard(si *format.ShardInfo) cache.Shard {
+	file := func(raw format.FileInfo, zip *format.FileInfo) cache.File {
+		f := cache.File{Raw: raw.Basename, RawBytes: raw.Bytes}
+		check := raw
+		if zip != nil {
+			f.Zip, f.ZipBytes, f.Compression = zip.Basename, zip.Bytes, si.Compression
+			check = *zip
+		}
+		if st.validate != "" {
+			algo, want := st.validate, check.Hashes[st.validate]
+			name := check.Basename
+			f.Verify = func(r io.Reader) error {
+				if want == "" {
+					return fmt.Errorf("validate_hash %s: the index has no %s digest for %s", algo, algo, name)
+				}
+				h, err := hashing.New(algo)
+				if err != nil {
+					return err
+				}
+				if _, err := io.Copy(h, r); err != nil {
+					return err
+				}
+				if got := hex.EncodeToString(h.Sum(nil)); got != want {
+					return fmt.Errorf("checksum failure: %s %s, the index says %s", algo, got, want)
+				}
+				return nil
+			}
+		}
+		return f
+	}
+	sh := cache.Shard{Files: []cache.File{file(si.RawData, si.ZipData)}}
+	if si.RawMeta != nil {
+		sh.Files = append(sh.Files, file(*si.RawMeta, si.ZipMeta))
+	}
+	return sh
+}
+
+// Close releases the dataset's buckets and, unless it was shared, its
+// cache. Iterators must be closed first.
+func (d *Dataset) Close() error {
+	var errs []error
+	for _, st := range d.streams {
+		if st.bucket != nil {
+			errs = append(errs, st.bucket.Close())
+		}
+	}
+	if d.ownCache && d.cache != nil {
+		errs = append(errs, d.cache.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Len returns the number of samples addressable by Get (MosaicML's
+// num_samples): every stream's samples, streams concatenated.
+func (d *Dataset) Len() int64 { return d.planner.NumSamples() }
+
+// EpochSize returns the number of samples per epoch over all ranks.
+func (d *Dataset) EpochSize() int64 { return d.planner.EpochSize() }
+
+// RankLen returns MosaicML's len(dataset) for w: ceil(epoch_size / ranks)
+// in the parallel world.
+func (d *Dataset) RankLen(w plan.World) (int64, error) {
+	p, err := w.Parallel()
+	if err != nil {
+		return 0, fmt.Errorf("stream: %w", err)
+	}
+	return d.planner.Len(p.NumRanks()), nil
+}
+
+// NumShards returns the number of shards of all streams.
+func (d *Dataset) NumShards() int { return len(d.shards) }
+
+// Planner returns the dataset's epoch planner.
+func (d *Dataset) Planner() *plan.Planner { return d.planner }
+
+// Cache returns the dataset's cache; nil when every stream is local.
+func (d *Dataset) Cache() *cache.Cache { return d.cache }
+
+// ShardInfo returns the index entry of a global shard.
+func (d *Dataset) ShardInfo(shard int) *format.ShardInfo { return d.shards[shard].info }
+
+// Get returns the decoded sample with global ID i (negative i counts from
+// the end), fetching its shard if needed.
+func (d *Dataset) Get(ctx context.Context, i int64) (format.Sample, error) {
+	var s format.Sample
+	err := d.with(ctx, i, func(os *openShard, j int) (err error) {
+		s, err = os.sample(j)
+		return err
+	})
+	return s, err
+}
+
+// Record appends the raw record bytes of sample i to dst.
+func (d *Dataset) Record(ctx context.Context, i int64, dst []byte) ([]byte, error) {
+	err := d.with(ctx, i, func(os *openShard, j int) error {
+		rec, err := os.r.Record(j)
+		dst = append(dst, rec...)
+		return err
+	})
+	return dst, err
+}
+
+func (d *Dataset) with(ctx context.Context, i int64, fn func(*openShard, int) error) error {
+	n := d.Len()
+	if i < 0 {
+		i += n
+	}
+	shard, j, err := d.planner.Locate(i)
+	if err != nil {
+		return fmt.Errorf("stream: sample %d: %w", i, err)
+	}
+	start := time.Now()
+	os, hit, err := d.table.acquire(ctx, shard)
+	d.stats.wait.Add(int64(time.Since(start)))
+	if err != nil {
+		return err
+	}
+	defer d.table.release(os)
+	d.stats.hit(hit)
+	if err := fn(os, int(j)); err != nil {
+		return err
+	}
+	d.stats.samples.Add(1)
+	return nil
+}
+
+// Load registers a resume state (MosaicML's load_state_dict); the next
+// NewEpoch continues from it, on any world shape.
+func (d *Dataset) Load(s plan.State) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.tracker.Load(s); err != nil {
+		return fmt.Errorf("stream: %w", err)
+	}
+	return nil
+}
+
+// State returns the state dict to save after this rank has yielded
+// samplesYielded samples of the current epoch (MosaicML's
+// StreamingDataLoader.state_dict; every rank is assumed to be as far).
+func (d *Dataset) State(samplesYielded int64) (plan.State, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w := plan.World{Nodes: 1, RanksPerNode: 1}
+	if d.world != nil {
+		w = *d.world
+	}
+	s, err := d.tracker.State(w, samplesYielded)
+	if err != nil {
+		return plan.State{}, fmt.Errorf("stream: %w", err)
+	}
+	return s, nil
+}

@@ -1,0 +1,413 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicedata/sluice/cache"
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/plan"
+)
+
+// Epoch is one epoch of one rank: the plan dealt to the current world,
+// from the resume position. Iterators are made from it per worker (or
+// for the whole rank). An Epoch is safe for concurrent use.
+type Epoch struct {
+	d     *Dataset
+	ep    *plan.Epoch
+	spec  plan.EpochSpec
+	node  int
+	rank  int // rank of node, in the parallel world
+	works int
+}
+
+// NewEpoch begins the next epoch for world w with workers DataLoader
+// workers per rank, as MosaicML's __iter__ does: the epoch counter
+// advances now, and a loaded resume state that is not stale sets the
+// epoch, the position and the order's parameters. It fails when the cache
+// limit cannot hold one leased shard per worker plus one being fetched.
+func (d *Dataset) NewEpoch(ctx context.Context, w plan.World, workers int) (*Epoch, error) {
+	if workers <= 0 {
+		workers = 1
+	}
+	if w.Nodes == 0 && w.RanksPerNode == 0 {
+		w = plan.World{Nodes: 1, RanksPerNode: 1}
+	}
+	pw, err := w.Parallel()
+	if err != nil {
+		return nil, fmt.Errorf("stream: %w", err)
+	}
+	shape, err := w.Shape(workers)
+	if err != nil {
+		return nil, fmt.Errorf("stream: %w", err)
+	}
+	if err := d.checkLimit(workers); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	spec, err := d.tracker.Begin(shape)
+	if err == nil {
+		d.world = &w
+	}
+	d.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("stream: %w", err)
+	}
+	ep, err := d.planner.Epoch(spec)
+	if err != nil {
+		return nil, fmt.Errorf("stream: %w", err)
+	}
+	return &Epoch{d: d, ep: ep, spec: ep.Spec(), node: pw.Node(), rank: pw.RankOfNode(), works: workers}, nil
+}
+
+// Number returns the epoch number.
+func (e *Epoch) Number() int64 { return e.spec.Epoch }
+
+// SampleInEpoch returns the global position the epoch resumes from.
+func (e *Epoch) SampleInEpoch() int64 { return e.spec.SampleInEpoch }
+
+// Spec returns the epoch's resolved plan parameters.
+func (e *Epoch) Spec() plan.EpochSpec { return e.spec }
+
+// Plan returns the epoch's plan.
+func (e *Epoch) Plan() *plan.Epoch { return e.ep }
+
+// Iter returns an iterator over one DataLoader worker's samples (worker
+// in [0, workers)), in the order that worker yields them. ctx bounds the
+// whole iteration and its prefetching.
+func (e *Epoch) Iter(ctx context.Context, worker int) (*Iterator, error) {
+	if worker < 0 || worker >= e.works {
+		return nil, fmt.Errorf("stream: worker %d out of range [0, %d)", worker, e.works)
+	}
+	ids, err := e.ep.Worker(e.node, e.rank, worker)
+	if err != nil {
+		return nil, fmt.Errorf("stream: %w", err)
+	}
+	return newIterator(ctx, e.d, ids), nil
+}
+
+// RankIter returns an iterator over the whole rank's samples in the order
+// an in-order PyTorch DataLoader yields them: batches taken round-robin
+// over the workers.
+func (e *Epoch) RankIter(ctx context.Context) (*Iterator, error) {
+	batches, err := e.ep.RankBatches(e.node, e.rank)
+	if err != nil {
+		return nil, fmt.Errorf("stream: %w", err)
+	}
+	n := 0
+	for _, b := range batches {
+		n += len(b)
+	}
+	ids := make([]int64, 0, n)
+	for _, b := range batches {
+		ids = append(ids, b...)
+	}
+	return newIterator(ctx, e.d, ids), nil
+}
+
+// Iterator yields one consumer's samples in plan order, in the Scanner
+// shape:
+//
+//	for it.Next() {
+//		rec := it.Record()
+//	}
+//	if err := it.Err(); err != nil { ... }
+//	it.Close()
+//
+// It prefetches ahead of its position and holds a lease on the shard of
+// the current sample. An Iterator belongs to one goroutine.
+type Iterator struct {
+	ctx context.Context
+	d   *Dataset
+	ids []int64 // sample IDs, -1 for padding
+	// pos is the index in ids of the next sample to deliver; read by the
+	// prefetcher and the cache's eviction path.
+	pos atomic.Int64
+
+	cur   *openShard
+	id    int64
+	j     int
+	rec   []byte
+	err   error
+	stats counters
+	n     int64 // samples delivered
+
+	horizon      int
+	progress     chan struct{}
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
+	removeFuture func()
+	closed       bool
+}
+
+func newIterator(ctx context.Context, d *Dataset, ids []int64) *Iterator {
+	pctx, cancel := context.WithCancel(ctx)
+	it := &Iterator{
+		ctx: ctx, d: d, ids: ids, cancel: cancel, progress: make(chan struct{}, 1),
+		horizon: max(2*d.opts.predownload(), 1024),
+	}
+	it.stats.begin(time.Now())
+	d.stats.start.CompareAndSwap(0, time.Now().UnixNano())
+	if d.cache != nil {
+		it.removeFuture = d.cache.AddFuture(it)
+		it.wg.Add(1)
+		go func() {
+			defer it.wg.Done()
+			it.prefetch(pctx)
+		}()
+	}
+	return it
+}
+
+// Len returns the number of sample slots of the iteration, padding
+// included (padding is skipped, so at most Len samples are yielded).
+func (it *Iterator) Len() int { return len(it.ids) }
+
+// Next advances to the next sample, fetching its shard if needed. It
+// returns false at the end or on error (see Err).
+func (it *Iterator) Next() bool {
+	if it.err != nil || it.closed {
+		return false
+	}
+	for {
+		p := it.pos.Load()
+		if p >= int64(len(it.ids)) {
+			it.release()
+			return false
+		}
+		id := it.ids[p]
+		it.pos.Store(p + 1)
+		if id < 0 {
+			continue
+		}
+		shard, j, err := it.d.planner.Locate(id)
+		if err != nil {
+			it.err = fmt.Errorf("stream: sample %d: %w", id, err)
+			return false
+		}
+		if it.cur == nil || it.cur.shard != shard {
+			it.release()
+			start := time.Now()
+			o, hit, err := it.d.table.acquire(it.ctx, shard)
+			w := int64(time.Since(start))
+			it.stats.wait.Add(w)
+			it.d.stats.wait.Add(w)
+			if err != nil {
+				it.err = err
+				return false
+			}
+			it.stats.hit(hit)
+			it.d.stats.hit(hit)
+			it.cur = o
+			select {
+			case it.progress <- struct{}{}:
+			default:
+			}
+		}
+		rec, err := it.cur.r.Record(int(j))
+		if err != nil {
+			it.err = fmt.Errorf("stream: sample %d: %w", id, err)
+			return false
+		}
+		it.id, it.j, it.rec = id, int(j), rec
+		now := time.Now()
+		it.stats.delivered(len(rec), now)
+		it.d.stats.delivered(len(rec), now)
+		it.n++
+		return true
+	}
+}
+
+func (it *Iterator) release() {
+	if it.cur != nil {
+		it.d.table.release(it.cur)
+		it.cur = nil
+	}
+}
+
+// ID returns the current sample's global ID.
+func (it *Iterator) ID() int64 { return it.id }
+
+// Shard returns the current sample's global shard ID and index in it.
+func (it *Iterator) Shard() (shard, index int) { return it.cur.shard, it.j }
+
+// Record returns the current sample's raw record. It is a view into the
+// mapped shard, valid until the next call to Next or Close.
+func (it *Iterator) Record() []byte { return it.rec }
+
+// Sample decodes the current sample.
+func (it *Iterator) Sample() (format.Sample, error) {
+	s, err := it.cur.sample(it.j)
+	if err != nil {
+		return nil, fmt.Errorf("stream: sample %d: %w", it.id, err)
+	}
+	return s, nil
+}
+
+// Yielded returns the number of samples delivered so far.
+func (it *Iterator) Yielded() int64 { return it.n }
+
+// Err returns the error that stopped the iteration, if any.
+func (it *Iterator) Err() error { return it.err }
+
+// Stats returns the iterator's figures.
+func (it *Iterator) Stats() Stats { return it.stats.snapshot() }
+
+// Close stops prefetching and releases the current shard. Locations
+// handed out stay valid until released.
+func (it *Iterator) Close() error {
+	if it.closed {
+		return nil
+	}
+	it.closed = true
+	it.cancel()
+	it.wg.Wait()
+	if it.removeFuture != nil {
+		it.removeFuture()
+	}
+	it.release()
+	return nil
+}
+
+// Location is where one sample lives in the cache: the raw shard file and
+// the byte range of its record. It holds a lease that keeps the file in
+// place until Release.
+type Location struct {
+	// Sample is the global sample ID.
+	Sample int64
+	// Shard is the global shard ID; Index the sample's position in it.
+	Shard, Index int
+	// Path is the absolute path of the raw (uncompressed) shard file.
+	Path string
+	// Offset and Length give the record's byte range in the file.
+	Offset, Length int64
+
+	t    *shardTable
+	o    *openShard
+	once sync.Once
+}
+
+// Release gives the location's lease back. It is safe to call from any
+// goroutine and more than once.
+func (l *Location) Release() {
+	l.once.Do(func() {
+		if l.o != nil {
+			l.t.release(l.o)
+		}
+	})
+}
+
+// Location returns the current sample's location with its own lease.
+func (it *Iterator) Location() (*Location, error) {
+	if it.cur == nil {
+		return nil, errors.New("stream: Location called without a current sample")
+	}
+	off, n, err := it.cur.r.Span(it.j)
+	if err != nil {
+		return nil, fmt.Errorf("stream: sample %d: %w", it.id, err)
+	}
+	it.d.table.ref(it.cur)
+	return &Location{Sample: it.id, Shard: it.cur.shard, Index: it.j, Path: it.cur.path,
+		Offset: off, Length: n, t: it.d.table, o: it.cur}, nil
+}
+
+// NextUses implements cache.Future: the shards of the next samples, with
+// their distance from the iterator's position.
+func (it *Iterator) NextUses(fn func(d *cache.Dataset, shard int, distance int64)) {
+	p := it.pos.Load()
+	end := min(p+int64(it.horizon), int64(len(it.ids)))
+	last := -1
+	for k := p; k < end; k++ {
+		id := it.ids[k]
+		if id < 0 {
+			continue
+		}
+		shard, _, err := it.d.planner.Locate(id)
+		if err != nil || shard == last {
+			continue
+		}
+		last = shard
+		ref := it.d.shards[shard]
+		if cds := it.d.streams[ref.stream].cds; cds != nil {
+			fn(cds, ref.local, k-p)
+		}
+	}
+}
+
+// prefetch walks the plan ahead of the consumer, fetching the shards of
+// the next Predownload samples with bounded parallelism. A fetch refused
+// for lack of space (everything else is needed sooner) is retried when
+// the consumer moves on.
+func (it *Iterator) prefetch(ctx context.Context) {
+	window := int64(it.d.opts.predownload())
+	conc := it.d.opts.PrefetchConcurrency
+	if conc <= 0 {
+		conc = 8
+	}
+	sem := make(chan struct{}, conc)
+	var retryAt atomic.Int64
+	retryAt.Store(-1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	next, last := int64(0), -1
+	for {
+		pos := it.pos.Load()
+		if r := retryAt.Swap(-1); r >= 0 && r < next {
+			next, last = r, -1
+		}
+		if next < pos {
+			next, last = pos, -1
+		}
+		for next < int64(len(it.ids)) && next < pos+window {
+			id := it.ids[next]
+			at := next
+			next++
+			if id < 0 {
+				continue
+			}
+			shard, _, err := it.d.planner.Locate(id)
+			if err != nil || shard == last {
+				continue
+			}
+			last = shard
+			ref := it.d.shards[shard]
+			cds := it.d.streams[ref.stream].cds
+			if cds == nil || cds.Present(ref.local) {
+				continue
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			done, errf := cds.Prefetch(ref.local, at-pos)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				select {
+				case <-done:
+				case <-ctx.Done():
+					return
+				}
+				if errors.Is(errf(), cache.ErrNoSpace) {
+					for {
+						r := retryAt.Load()
+						if (r >= 0 && r <= at) || retryAt.CompareAndSwap(r, at) {
+							break
+						}
+					}
+				}
+			}()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-it.progress:
+		}
+	}
+}

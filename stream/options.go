@@ -1,0 +1,180 @@
+package stream
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicedata/sluice/cache"
+	"github.com/sluicedata/sluice/plan"
+	"github.com/sluicedata/sluice/storage"
+)
+
+// Options are MosaicML StreamingDataset's constructor arguments under the
+// same names and with the same defaults (spec §15.1), plus what Go needs
+// to wire them. A nil *Options is invalid (Remote or Local is required).
+type Options struct {
+	// Remote is the dataset root URL or path (remote); empty means the
+	// dataset is in Local alone. Give Remote/Local or Streams, not both.
+	Remote string
+	// Local is the local cache directory (local). With Streams it is the
+	// cache root under which each stream gets a directory. Empty: a
+	// directory under the system temp dir derived from Remote.
+	Local string
+	// Split is a subdirectory under Remote and Local (split).
+	Split string
+	// Streams mixes several datasets (streams).
+	Streams []Stream
+
+	// Registry opens remote URLs. Nil: plain paths only (file scheme).
+	Registry *storage.Registry
+	// Cache is a cache shared with other datasets in this process (the
+	// agent's). Nil: Open opens one rooted at Local with CacheLimit and
+	// closes it with the Dataset. With a shared cache, each stream's
+	// directory is Local (or Stream.Local) relative to the cache root,
+	// or a name derived from its remote when empty.
+	Cache *cache.Cache
+
+	// DownloadRetry is the total number of download attempts per file
+	// (download_retry). Zero means 2.
+	DownloadRetry int
+	// DownloadTimeout bounds one download attempt (download_timeout).
+	// Zero means 60 s.
+	DownloadTimeout time.Duration
+	// ValidateHash names a hash algorithm checked on every downloaded
+	// file (validate_hash); empty means none.
+	ValidateHash string
+	// KeepZip keeps compressed shard files after decompression (keep_zip).
+	KeepZip bool
+	// EpochSize is the number of samples per epoch (epoch_size; 0: the sum
+	// of the streams' counts). ParseEpochSize reads "100k" strings.
+	EpochSize int64
+	// Predownload is how many samples ahead of its consumer an Iterator
+	// fetches (predownload). Zero means 8·BatchSize, or 64 without one.
+	Predownload int
+	// CacheLimit is the most bytes the cache directory may hold
+	// (cache_limit). Zero: no limit. ParseBytes reads "100gb" strings.
+	// Ignored when Cache is set (the shared cache has its own limit).
+	CacheLimit int64
+	// SamplingMethod is balanced or fixed (sampling_method; "" = balanced).
+	SamplingMethod string
+	// SamplingGranularity is the pick size for partial repeats
+	// (sampling_granularity; 0 means 1).
+	SamplingGranularity int64
+	// PartitionAlgo is orig or relaxed (partition_algo; "" = relaxed).
+	PartitionAlgo string
+	// NumCanonicalNodes fixes the global order (num_canonical_nodes; 0:
+	// resolved at the first epoch as MosaicML does).
+	NumCanonicalNodes int
+	// BatchSize is the per-device batch size (batch_size), required
+	// before iterating.
+	BatchSize int
+	// Shuffle enables shuffling (shuffle).
+	Shuffle bool
+	// ShuffleAlgo is naive, py1s, py2s, py1br or py1e (shuffle_algo;
+	// "" = py1e).
+	ShuffleAlgo string
+	// ShuffleSeed is the seed (shuffle_seed; nil = 9176).
+	ShuffleSeed *int64
+	// ShuffleBlockSize is used by py1br and py1e (shuffle_block_size; 0:
+	// max(4_000_000/NCN, 1<<18)).
+	ShuffleBlockSize int64
+	// BatchingMethod is random, stratified, per_stream or
+	// device_per_stream (batching_method; "" = random).
+	BatchingMethod string
+	// AllowUnsafeTypes permits pkl columns (allow_unsafe_types). Sluice
+	// never unpickles; without it, decoding a pkl column is an error, as
+	// in MosaicML.
+	AllowUnsafeTypes bool
+	// Replication is the number of consecutive ranks that see identical
+	// data (replication; 0 or 1: none).
+	Replication int
+
+	// PrefetchConcurrency bounds the shard fetches one Iterator runs at
+	// once. Zero means 8.
+	PrefetchConcurrency int
+	// WaitTimeout bounds every wait for a shard (space, another process's
+	// download). Zero means 10 minutes. Ignored when Cache is set.
+	WaitTimeout time.Duration
+}
+
+// Stream is one dataset of a mix (MosaicML's Stream, spec §15.2). Unset
+// per-stream fields take the Options' values.
+type Stream struct {
+	// Remote is the stream's root URL or path; empty: local only.
+	Remote string
+	// Local is the stream's directory: relative to Options.Local (the
+	// cache root), or absolute inside it. Empty: derived from Remote.
+	Local string
+	// Split is a subdirectory under Remote and Local.
+	Split string
+	// Proportion is the relative weight (proportion).
+	Proportion *float64
+	// Repeat multiplies the stream's sample count (repeat).
+	Repeat *float64
+	// Choose is the absolute number of samples per epoch (choose).
+	Choose *int64
+	// DownloadRetry overrides Options.DownloadRetry when non-nil.
+	DownloadRetry *int
+	// DownloadTimeout overrides Options.DownloadTimeout when non-nil.
+	DownloadTimeout *time.Duration
+	// ValidateHash overrides Options.ValidateHash when non-nil.
+	ValidateHash *string
+	// KeepZip overrides Options.KeepZip when non-nil.
+	KeepZip *bool
+}
+
+func (o *Options) planOptions() *plan.Options {
+	return &plan.Options{
+		Shuffle: o.Shuffle, ShuffleAlgo: o.ShuffleAlgo, ShuffleSeed: o.ShuffleSeed,
+		ShuffleBlockSize: o.ShuffleBlockSize, NumCanonicalNodes: o.NumCanonicalNodes,
+		BatchSize: o.BatchSize, PartitionAlgo: o.PartitionAlgo, SamplingMethod: o.SamplingMethod,
+		SamplingGranularity: o.SamplingGranularity, BatchingMethod: o.BatchingMethod,
+		EpochSize: o.EpochSize,
+	}
+}
+
+func (o *Options) predownload() int {
+	if o.Predownload > 0 {
+		return o.Predownload
+	}
+	if o.BatchSize > 0 {
+		return 8 * o.BatchSize
+	}
+	return 64
+}
+
+// ParseBytes parses a byte count as MosaicML does for cache_limit and
+// size_limit: an integer, or a number with a unit b, kb, mb, gb, tb, pb
+// (powers of 1024, case-insensitive), fractions allowed ("1.5kb" = 1536).
+func ParseBytes(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	if t == "" {
+		return 0, fmt.Errorf("stream: empty byte count")
+	}
+	mult := 1.0
+	for i, u := range []string{"kb", "mb", "gb", "tb", "pb", "eb"} {
+		if strings.HasSuffix(t, u) {
+			mult = math.Pow(1024, float64(i+1))
+			t = strings.TrimSuffix(t, u)
+			break
+		}
+	}
+	if mult == 1 {
+		t = strings.TrimSuffix(t, "b")
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return 0, fmt.Errorf("stream: bad byte count %q", s)
+	}
+	n := v * mult
+	if n >= math.MaxInt64 {
+		return 0, fmt.Errorf("stream: byte count %q too large", s)
+	}
+	return int64(n), nil
+}
+
+// ParseEpochSize parses MosaicML's epoch_size ("100k", "1.5m", "77b").
+func ParseEpochSize(s string) (int64, error) { return plan.ParseEpochSize(s) }

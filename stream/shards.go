@@ -1,0 +1,202 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/sluicedata/sluice/cache"
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/format/compress"
+	"github.com/sluicedata/sluice/format/mds"
+)
+
+// openShard is a leased, opened shard shared by every reader of the
+// dataset in this process.
+type openShard struct {
+	shard int
+	lease *cache.Lease // nil for a local-only stream
+	path  string       // raw data file
+	r     format.Shard
+	refs  int // guarded by shardTable.mu
+}
+
+// sample decodes sample j.
+func (o *openShard) sample(j int) (format.Sample, error) {
+	type sampler interface {
+		Sample(j int) (format.Sample, error)
+	}
+	s, ok := o.r.(sampler)
+	if !ok {
+		return nil, fmt.Errorf("stream: shard %s cannot decode samples", o.path)
+	}
+	return s.Sample(j)
+}
+
+// shardTable shares opened shards between the dataset's readers.
+type shardTable struct {
+	d  *Dataset
+	mu sync.Mutex
+	m  map[int]*openShard
+}
+
+func newShardTable(d *Dataset) *shardTable {
+	return &shardTable{d: d, m: make(map[int]*openShard)}
+}
+
+// acquire returns shard opened and leased, and whether it was already
+// local (a cache hit).
+func (t *shardTable) acquire(ctx context.Context, shard int) (*openShard, bool, error) {
+	t.mu.Lock()
+	if o := t.m[shard]; o != nil {
+		o.refs++
+		t.mu.Unlock()
+		return o, true, nil
+	}
+	t.mu.Unlock()
+	o, hit, err := t.d.open(ctx, shard)
+	if err != nil {
+		return nil, false, err
+	}
+	t.mu.Lock()
+	if cur := t.m[shard]; cur != nil {
+		// Another reader opened it meanwhile: use theirs.
+		cur.refs++
+		t.mu.Unlock()
+		o.close()
+		return cur, hit, nil
+	}
+	o.refs = 1
+	t.m[shard] = o
+	t.mu.Unlock()
+	return o, hit, nil
+}
+
+// ref takes another reference on an acquired shard.
+func (t *shardTable) ref(o *openShard) {
+	t.mu.Lock()
+	o.refs++
+	t.mu.Unlock()
+}
+
+// release drops a reference; the last one closes the shard and gives its
+// lease back.
+func (t *shardTable) release(o *openShard) {
+	t.mu.Lock()
+	o.refs--
+	last := o.refs == 0
+	if last {
+		delete(t.m, o.shard)
+	}
+	t.mu.Unlock()
+	if last {
+		o.close()
+	}
+}
+
+func (o *openShard) close() {
+	if o.r != nil {
+		o.r.Close()
+	}
+	if o.lease != nil {
+		o.lease.Release()
+	}
+}
+
+// open leases shard (fetching it if needed) and opens its raw file.
+func (d *Dataset) open(ctx context.Context, shard int) (*openShard, bool, error) {
+	ref := d.shards[shard]
+	st := d.streams[ref.stream]
+	o := &openShard{shard: shard}
+	hit := true
+	if st.cds != nil {
+		l, err := st.cds.Acquire(ctx, ref.local)
+		if err != nil {
+			return nil, false, fmt.Errorf("stream: shard %d: %w", shard, err)
+		}
+		hit = l.Hit()
+		o.lease = l
+		o.path = l.Path(0)
+	} else {
+		p, err := st.localRaw(ref.info)
+		if err != nil {
+			return nil, false, fmt.Errorf("stream: shard %d: %w", shard, err)
+		}
+		o.path = p
+	}
+	r, err := openFormat(o.path, ref.info)
+	if err != nil {
+		o.close()
+		return nil, false, fmt.Errorf("stream: shard %d: %w", shard, err)
+	}
+	o.r = r
+	return o, hit, nil
+}
+
+// openFormat opens a raw shard file of any supported format.
+func openFormat(path string, info *format.ShardInfo) (format.Shard, error) {
+	switch info.Format {
+	case "mds":
+		return mds.OpenFile(path, info)
+	default:
+		return nil, fmt.Errorf("%s: shard format %q is not supported for streaming", path, info.Format)
+	}
+}
+
+// localRaw returns the raw data file of a local-only shard, decompressing
+// it next to its compressed form (kept) when only that exists.
+func (st *streamState) localRaw(info *format.ShardInfo) (string, error) {
+	raw := filepath.Join(st.dir, filepath.FromSlash(info.RawData.Basename))
+	if _, err := os.Stat(raw); err == nil || info.ZipData == nil {
+		return raw, err
+	}
+	st.inflating.Lock()
+	defer st.inflating.Unlock()
+	if _, err := os.Stat(raw); err == nil {
+		return raw, nil
+	}
+	zip := filepath.Join(st.dir, filepath.FromSlash(info.ZipData.Basename))
+	b, err := os.ReadFile(zip)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("%s: neither the shard nor its compressed form %s exists", raw, zip)
+	}
+	if err != nil {
+		return "", err
+	}
+	out, err := compress.Decompress(info.Family(), b, info.RawData.Bytes)
+	if err != nil {
+		return "", fmt.Errorf("decompress %s: %w", zip, err)
+	}
+	if int64(len(out)) != info.RawData.Bytes {
+		return "", fmt.Errorf("decompress %s: got %d bytes, the index says %d", zip, len(out), info.RawData.Bytes)
+	}
+	return raw, writeAtomic(raw, out)
+}
+
+// writeAtomic writes b to path through a synced temporary file.
+func writeAtomic(path string, b []byte) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err = f.Write(b); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
