@@ -1,0 +1,413 @@
+package mds
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/format/compress"
+	"github.com/sluicedata/sluice/format/hashing"
+)
+
+// DefaultSizeLimit is MosaicML's default shard size limit (64 MiB).
+const DefaultSizeLimit = 1 << 26
+
+// WriterOptions configures a Writer. Columns is required; every other zero
+// value is documented.
+type WriterOptions struct {
+	// Columns maps column name to MDS encoding ("int", "str",
+	// "ndarray:float32", ...). Required.
+	Columns map[string]string
+	// Compression is "" (none) or family[:level]: br, bz2, gz, snappy, zstd.
+	Compression string
+	// Hashes lists hash algorithms for the index, in sorted order, as
+	// MosaicML requires (see hashing.Names).
+	Hashes []string
+	// SizeLimit is the shard size limit in bytes, which must be below
+	// 2^32. Zero or negative means no limit (written as null), as a falsy
+	// size_limit does in MosaicML; pass DefaultSizeLimit for MosaicML's
+	// default.
+	SizeLimit int64
+	// OnFileDone, if set, is called after each file is durably in place:
+	// for each shard file in shard order, then for index.json. basename is
+	// the name relative to the dataset, localPath the file on disk. It runs
+	// on a writer goroutine, one call at a time; an error stops the writer
+	// (it is returned by the next Write or by Finish).
+	OnFileDone func(basename, localPath string) error
+	// ExistOK allows a non-empty output directory. Files Sluice writes
+	// replace existing ones; nothing else is deleted (MosaicML's exist_ok
+	// removes the directory first). Default false: a non-empty directory
+	// is an error.
+	ExistOK bool
+	// NoEmptyShards fixes MosaicML's quirk (spec 6.3) of writing a
+	// 0-sample shard before an oversized first sample. Default false:
+	// reproduce it, so that datasets are byte-identical to MosaicML's.
+	NoEmptyShards bool
+	// Parallelism is how many shards are hashed, compressed and written
+	// concurrently. Zero means GOMAXPROCS.
+	Parallelism int
+}
+
+// Writer writes an MDS dataset to a local directory: shard files as they
+// fill, then index.json at Finish. Every file is written to a temporary
+// name, synced and renamed into place, and index.json comes last, so a
+// crash never leaves an index that names a missing or partial shard.
+//
+// Shards are hashed, compressed and written by background goroutines
+// (Parallelism at a time) while Write keeps encoding.
+//
+// A Writer is not safe for concurrent use. Errors are sticky: after the
+// first failure every call returns it.
+type Writer struct {
+	dir      string
+	opts     WriterOptions
+	names    []string
+	encs     []*Encoding
+	nvar     int
+	cfg      []byte
+	template format.ShardInfo
+	limit    int64
+	zip      *compress.Compressor
+
+	body    []byte  // records of the current shard
+	ends    []int64 // end of each record in body
+	shardNo int
+
+	sem     chan struct{}
+	queue   chan *job
+	done    chan struct{}
+	mu      sync.Mutex
+	err     error // sticky; guarded by mu
+	shards  []format.ShardInfo
+	closed  bool
+	scratch [][]byte
+}
+
+type job struct {
+	info format.ShardInfo
+	raw  []byte
+	path string
+	name string
+	err  error
+	done chan struct{}
+}
+
+// NewWriter validates opts and returns a Writer for the directory dir,
+// which is created if needed.
+func NewWriter(dir string, opts *WriterOptions) (*Writer, error) {
+	if opts == nil || len(opts.Columns) == 0 {
+		return nil, errors.New("mds: writer needs columns")
+	}
+	w := &Writer{dir: dir, opts: *opts}
+	for name := range opts.Columns {
+		if name == "" {
+			return nil, errors.New("mds: empty column name")
+		}
+		w.names = append(w.names, name)
+	}
+	sort.Strings(w.names)
+	t := &w.template
+	t.Format, t.Version = "mds", 2
+	for _, name := range w.names {
+		e, err := ParseEncoding(opts.Columns[name])
+		if err != nil {
+			return nil, fmt.Errorf("mds: column %q: %w", name, err)
+		}
+		w.encs = append(w.encs, e)
+		if e.Size() == 0 {
+			w.nvar++
+		}
+		t.ColumnNames = append(t.ColumnNames, name)
+		t.ColumnEncodings = append(t.ColumnEncodings, e.String())
+		t.ColumnSizes = append(t.ColumnSizes, e.Size())
+	}
+	if _, err := compress.Parse(opts.Compression); err != nil {
+		return nil, fmt.Errorf("mds: %w", err)
+	}
+	t.Compression = opts.Compression
+	if opts.Compression != "" {
+		z, err := compress.NewCompressor(opts.Compression)
+		if err != nil {
+			return nil, fmt.Errorf("mds: %w", err)
+		}
+		w.zip = z
+	}
+	if !sort.StringsAreSorted(opts.Hashes) {
+		return nil, errors.New("mds: hashes must be unique and in sorted order")
+	}
+	for _, h := range opts.Hashes {
+		if !hashing.Valid(h) {
+			return nil, fmt.Errorf("mds: unknown hash algorithm %q", h)
+		}
+	}
+	// Kept as given, like MosaicML (a duplicate yields one digest).
+	t.Hashes = append([]string{}, opts.Hashes...)
+	if opts.SizeLimit >= 1<<32 {
+		return nil, fmt.Errorf("mds: size limit %d must be below 2^32", opts.SizeLimit)
+	}
+	if opts.SizeLimit > 0 {
+		w.limit = opts.SizeLimit
+		t.SizeLimit = opts.SizeLimit
+	}
+	w.cfg = format.AppendConfig(nil, t)
+
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("mds: %w", err)
+	}
+	if !opts.ExistOK {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("mds: %w", err)
+		}
+		if len(ents) > 0 {
+			return nil, fmt.Errorf("mds: output directory %s is not empty", dir)
+		}
+	}
+	par := opts.Parallelism
+	if par <= 0 {
+		par = runtime.GOMAXPROCS(0)
+	}
+	w.sem = make(chan struct{}, par)
+	w.queue = make(chan *job, par)
+	w.done = make(chan struct{})
+	go w.commit()
+	return w, nil
+}
+
+// headerSize is the size of an empty shard: N, offsets[0] and the config.
+func (w *Writer) headerSize() int64 { return 8 + int64(len(w.cfg)) }
+
+// shardSize is the exact file size of the current shard.
+func (w *Writer) shardSize() int64 {
+	return w.headerSize() + int64(len(w.body)) + 4*int64(len(w.ends))
+}
+
+func (w *Writer) sticky() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+func (w *Writer) fail(err error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+	}
+	return w.err
+}
+
+// Write encodes sample and appends it to the current shard, first flushing
+// the shard if the sample would take it past the size limit. Every column
+// must be present; other keys are ignored.
+func (w *Writer) Write(sample format.Sample) error {
+	if err := w.sticky(); err != nil {
+		return err
+	}
+	if w.closed {
+		return errors.New("mds: write after Finish")
+	}
+	start := len(w.body)
+	body, err := w.appendRecord(w.body, sample)
+	if err != nil {
+		w.body = w.body[:start]
+		return err // a bad sample is the caller's error, not sticky
+	}
+	w.body = body
+	n := int64(len(body) - start)
+	if w.headerSize()+n+4 > MaxShardBytes {
+		w.body = w.body[:start]
+		return fmt.Errorf("mds: sample of %d bytes cannot fit in a shard (4 GiB offsets)", n)
+	}
+	before := w.shardSize() - n // size without the new record
+	overLimit := w.limit > 0 && before+n+4 > w.limit
+	overMax := before+n+4 > MaxShardBytes // no limit: split rather than wrap offsets
+	if overLimit || overMax {
+		if len(w.ends) > 0 || !w.opts.NoEmptyShards {
+			rec := append([]byte(nil), w.body[start:]...)
+			w.body = w.body[:start]
+			if err := w.flush(); err != nil {
+				return err
+			}
+			w.body = append(w.body, rec...)
+		}
+	}
+	w.ends = append(w.ends, int64(len(w.body)))
+	return nil
+}
+
+// appendRecord encodes one sample record (spec 3.2) onto dst.
+func (w *Writer) appendRecord(dst []byte, sample format.Sample) ([]byte, error) {
+	start := len(dst)
+	for range w.nvar {
+		dst = append(dst, 0, 0, 0, 0)
+	}
+	v := 0
+	for i, name := range w.names {
+		val, ok := sample[name]
+		if !ok {
+			return dst, fmt.Errorf("mds: sample has no column %q", name)
+		}
+		before := len(dst)
+		var err error
+		if dst, err = w.encs[i].Append(dst, val); err != nil {
+			return dst, fmt.Errorf("mds: column %q: %w", name, err)
+		}
+		if w.encs[i].Size() == 0 {
+			n := len(dst) - before
+			if int64(n) > MaxShardBytes {
+				return dst, fmt.Errorf("mds: column %q value of %d bytes is too large", name, n)
+			}
+			binary.LittleEndian.PutUint32(dst[start+4*v:], uint32(n))
+			v++
+		}
+	}
+	return dst, nil
+}
+
+// flush hands the current shard to the background pipeline.
+func (w *Writer) flush() error {
+	n := len(w.ends)
+	size := w.shardSize()
+	raw := make([]byte, 0, size)
+	raw = binary.LittleEndian.AppendUint32(raw, uint32(n))
+	base := w.headerSize() + 4*int64(n)
+	raw = binary.LittleEndian.AppendUint32(raw, uint32(base))
+	for _, e := range w.ends {
+		raw = binary.LittleEndian.AppendUint32(raw, uint32(base+e))
+	}
+	raw = append(raw, w.cfg...)
+	raw = append(raw, w.body...)
+	w.body = w.body[:0]
+	w.ends = w.ends[:0]
+
+	j := &job{info: w.template, raw: raw, done: make(chan struct{})}
+	j.info.Samples = n
+	j.info.RawData = format.FileInfo{Basename: fmt.Sprintf("shard.%05d.mds", w.shardNo), Bytes: size}
+	w.shardNo++
+	w.sem <- struct{}{}
+	go func() {
+		defer func() { <-w.sem; close(j.done) }()
+		j.err = w.process(j)
+	}()
+	w.queue <- j
+	return w.sticky()
+}
+
+// process hashes, compresses and writes one shard file.
+func (w *Writer) process(j *job) error {
+	var err error
+	if j.info.RawData.Hashes, err = hashing.SumAll(w.template.Hashes, j.raw); err != nil {
+		return err
+	}
+	data := j.raw
+	j.name = j.info.RawData.Basename
+	if w.zip != nil {
+		zdata, err := w.zip.Compress(nil, j.raw)
+		if err != nil {
+			return fmt.Errorf("mds: compress %s: %w", j.name, err)
+		}
+		data = zdata
+		j.name = j.info.RawData.Basename + "." + w.zip.Spec().Family
+		j.info.ZipData = &format.FileInfo{Basename: j.name, Bytes: int64(len(zdata))}
+		if j.info.ZipData.Hashes, err = hashing.SumAll(w.template.Hashes, zdata); err != nil {
+			return err
+		}
+	}
+	j.raw = nil
+	j.path = filepath.Join(w.dir, j.name)
+	if err := writeFileAtomic(j.path, data, 0o644); err != nil {
+		return fmt.Errorf("mds: %w", err)
+	}
+	return nil
+}
+
+// commit receives finished jobs in shard order.
+func (w *Writer) commit() {
+	defer close(w.done)
+	for j := range w.queue {
+		<-j.done
+		if w.sticky() != nil {
+			continue
+		}
+		if j.err != nil {
+			w.fail(j.err)
+			continue
+		}
+		if w.opts.OnFileDone != nil {
+			if err := w.opts.OnFileDone(j.name, j.path); err != nil {
+				w.fail(fmt.Errorf("mds: after writing %s: %w", j.name, err))
+				continue
+			}
+		}
+		w.mu.Lock()
+		w.shards = append(w.shards, j.info)
+		w.mu.Unlock()
+	}
+}
+
+// Finish flushes the last shard, waits for every shard file, then writes
+// index.json (and calls OnFileDone for it). A writer that received no
+// sample writes an index with no shards.
+func (w *Writer) Finish() error {
+	if w.closed {
+		return w.sticky()
+	}
+	if err := w.sticky(); err == nil && len(w.ends) > 0 {
+		w.flush()
+	}
+	w.shutdown()
+	if err := w.sticky(); err != nil {
+		return err
+	}
+	idx := &format.Index{Shards: w.shards}
+	if idx.Shards == nil {
+		idx.Shards = []format.ShardInfo{}
+	}
+	path := filepath.Join(w.dir, format.IndexFile)
+	if err := writeFileAtomic(path, format.AppendIndex(nil, idx), 0o644); err != nil {
+		return w.fail(fmt.Errorf("mds: %w", err))
+	}
+	if w.opts.OnFileDone != nil {
+		if err := w.opts.OnFileDone(format.IndexFile, path); err != nil {
+			return w.fail(fmt.Errorf("mds: after writing %s: %w", format.IndexFile, err))
+		}
+	}
+	return nil
+}
+
+func (w *Writer) shutdown() {
+	if w.closed {
+		return
+	}
+	w.closed = true
+	close(w.queue)
+	<-w.done
+	if w.zip != nil {
+		w.zip.Close()
+	}
+}
+
+// Close abandons an unfinished Writer: it waits for shard files in flight
+// and writes no index.json (files already written stay). After Finish it
+// does nothing.
+func (w *Writer) Close() error {
+	w.shutdown()
+	if err := w.sticky(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Shards returns the index entries written so far (complete after Finish).
+func (w *Writer) Shards() []format.ShardInfo {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]format.ShardInfo(nil), w.shards...)
+}
