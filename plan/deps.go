@@ -1,6 +1,11 @@
 package plan
 
-import "errors"
+import (
+	"fmt"
+
+	"github.com/sluicedata/sluice/partition"
+	"github.com/sluicedata/sluice/shuffle"
+)
 
 // partSpec describes one get_partitions call.
 type partSpec struct {
@@ -13,21 +18,145 @@ type partSpec struct {
 	initialPhysicalNodes int
 }
 
-// permuter maps canonical positions to shuffled big IDs.
-type permuter interface {
-	apply(ids []int64) error
+func (ps partSpec) params() partition.Params {
+	return partition.Params{Algo: ps.algo, NumSamples: ps.n, NumCanonicalNodes: ps.ncn,
+		NumPhysicalNodes: ps.shape.Nodes, RanksPerNode: ps.shape.RanksPerNode, WorkersPerRank: ps.shape.WorkersPerRank,
+		BatchSize: ps.batch, DropFirst: ps.dropFirst, InitialPhysicalNodes: ps.initialPhysicalNodes}
 }
 
-var errTODO = errors.New("plan: partition/shuffle not wired yet")
+// newPartition prepares upstream's get_partitions without materialising it.
+func newPartition(ps partSpec) (*partition.Partition, error) {
+	pt, err := partition.New(ps.params())
+	if err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	return pt, nil
+}
 
-func partitionShape(ps partSpec) ([5]int, error)                           { return [5]int{}, errTODO }
-func partitionWorker(ps partSpec, node, rank, worker int) ([]int64, error) { return nil, errTODO }
+// partitionFull returns upstream's get_partitions array.
 func partitionFull(algo string, n int64, ncn int, shape Shape, batch int, drop int64, ipn int) (work, error) {
-	return work{}, errTODO
+	ps := partSpec{algo: algo, n: n, ncn: ncn, shape: shape, batch: batch, dropFirst: drop, initialPhysicalNodes: ipn}
+	s, data, err := partition.Get(ps.params())
+	if err != nil {
+		return work{}, fmt.Errorf("plan: %w", err)
+	}
+	return work{shape: s.Dims(), data: data}, nil
 }
+
+// shuffleFull returns upstream's get_shuffle permutation.
 func shuffleFull(algo string, units []int64, ncn int, seed, epoch, block int64) ([]int64, error) {
-	return nil, errTODO
+	perm, err := shuffle.Get(shuffle.Params{Algo: algo, UnitSizes: units, NumCanonicalNodes: ncn,
+		Seed: seed, Epoch: epoch, BlockSize: block})
+	if err != nil {
+		return nil, fmt.Errorf("plan: shuffle: %w", err)
+	}
+	return perm, nil
 }
-func newPermuter(algo string, units []int64, ncn int, seed, epoch, block int64) (permuter, error) {
-	return nil, errTODO
+
+// permuter maps canonical positions to shuffled big IDs without
+// materialising the permutation: it fills only the ranges of positions that
+// are asked for.
+type permuter struct {
+	s     *shuffle.Shuffle
+	chunk int64 // positions filled per Fill call
+}
+
+func newPermuter(algo string, units []int64, ncn int, seed, epoch, block int64) (*permuter, error) {
+	s, err := shuffle.New(shuffle.Params{Algo: algo, UnitSizes: units, NumCanonicalNodes: ncn,
+		Seed: seed, Epoch: epoch, BlockSize: block})
+	if err != nil {
+		return nil, fmt.Errorf("plan: shuffle: %w", err)
+	}
+	// py1e fills a window of about a block on each side of a request, so
+	// requests span several blocks to keep that overhead small.
+	chunk := int64(1 << 20)
+	if algo == AlgoPy1e {
+		chunk = max(chunk, 4*block)
+	}
+	return &permuter{s: s, chunk: chunk}, nil
+}
+
+// apply replaces every position x ≥ 0 in ids by perm[x]. It buckets the
+// positions by chunk (a counting sort, linear time) and fills each touched
+// chunk once, so its cost is that of the touched chunks plus len(ids), and
+// its memory one chunk plus len(ids).
+func (p *permuter) apply(ids []int64) error {
+	lo, hi := int64(-1), int64(-1)
+	for _, x := range ids {
+		if x < 0 {
+			continue
+		}
+		if lo < 0 || x < lo {
+			lo = x
+		}
+		hi = max(hi, x)
+	}
+	if lo < 0 {
+		return nil
+	}
+	if hi >= p.s.Len() {
+		return fmt.Errorf("plan: internal error: position %d outside the shuffle's %d", hi, p.s.Len())
+	}
+	chunk := p.chunk
+	nChunks := (hi-lo)/chunk + 1
+	if nChunks == 1 {
+		buf := make([]int64, hi-lo+1)
+		if err := p.s.Fill(buf, lo); err != nil {
+			return err
+		}
+		for i, x := range ids {
+			if x >= 0 {
+				ids[i] = buf[x-lo]
+			}
+		}
+		return nil
+	}
+	// Counting sort of the slots by chunk.
+	start := make([]int32, nChunks+1)
+	for _, x := range ids {
+		if x >= 0 {
+			start[(x-lo)/chunk+1]++
+		}
+	}
+	for c := range nChunks {
+		start[c+1] += start[c]
+	}
+	slots := make([]int32, start[nChunks])
+	next := make([]int32, nChunks)
+	copy(next, start[:nChunks])
+	for i, x := range ids {
+		if x >= 0 {
+			c := (x - lo) / chunk
+			slots[next[c]] = int32(i)
+			next[c]++
+		}
+	}
+	var buf []int64
+	for c := range nChunks {
+		if start[c] == start[c+1] {
+			continue
+		}
+		// Fill only the part of the chunk between its lowest and highest
+		// requested position.
+		cl, ch := int64(-1), int64(-1)
+		for _, i := range slots[start[c]:start[c+1]] {
+			x := ids[i]
+			if cl < 0 || x < cl {
+				cl = x
+			}
+			ch = max(ch, x)
+		}
+		n := ch - cl + 1
+		if int64(cap(buf)) < n {
+			buf = make([]int64, n)
+		}
+		buf = buf[:n]
+		if err := p.s.Fill(buf, cl); err != nil {
+			return err
+		}
+		for _, i := range slots[start[c]:start[c+1]] {
+			ids[i] = buf[ids[i]-cl]
+		}
+	}
+	return nil
 }

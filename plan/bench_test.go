@@ -1,0 +1,78 @@
+package plan_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/sluicedata/sluice/plan"
+)
+
+// benchStreams is one stream of n samples in shards of 4096 (a typical MDS
+// shard of small samples).
+func benchStreams(n int64) []plan.Stream {
+	const shard = 4096
+	sizes := make([]int64, 0, n/shard+1)
+	for rest := n; rest > 0; rest -= shard {
+		sizes = append(sizes, min(rest, shard))
+	}
+	return []plan.Stream{{ShardSizes: sizes}}
+}
+
+var benchSizes = []int64{10_000, 1_000_000, 10_000_000, 100_000_000}
+
+// BenchmarkRank measures planning one rank's epoch (all its workers) with
+// the default py1e shuffle: 8 nodes × 8 ranks × 8 workers, NCN 8.
+func BenchmarkRank(b *testing.B) {
+	for _, n := range benchSizes {
+		for _, algo := range []string{plan.AlgoPy1e, plan.AlgoPy1s, plan.AlgoNaive} {
+			if algo == plan.AlgoNaive && n > 10_000_000 {
+				continue
+			}
+			b.Run(fmt.Sprintf("%s/n=%d", algo, n), func(b *testing.B) {
+				p, err := plan.New(benchStreams(n), &plan.Options{Shuffle: true, ShuffleAlgo: algo, BatchSize: 32, NumCanonicalNodes: 8})
+				if err != nil {
+					b.Fatal(err)
+				}
+				shape := plan.Shape{Nodes: 8, RanksPerNode: 8, WorkersPerRank: 8}
+				b.ReportAllocs()
+				for b.Loop() {
+					ep, err := p.Epoch(plan.EpochSpec{Epoch: 1, Shape: shape})
+					if err != nil {
+						b.Fatal(err)
+					}
+					for w := range shape.WorkersPerRank {
+						if _, err := ep.Worker(3, 5, w); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.ReportMetric(float64(n)/float64(shape.NumRanks())*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
+			})
+		}
+	}
+}
+
+// BenchmarkResume measures resuming at 90% of a 10M-sample epoch: the time
+// to the first worker's remaining samples on one node with 8 ranks.
+func BenchmarkResume(b *testing.B) {
+	const n = 10_000_000
+	for _, algo := range []string{plan.AlgoPy1e, plan.AlgoPy1s, plan.AlgoPy1br, plan.AlgoNaive} {
+		b.Run(algo, func(b *testing.B) {
+			p, err := plan.New(benchStreams(n), &plan.Options{Shuffle: true, ShuffleAlgo: algo, BatchSize: 32})
+			if err != nil {
+				b.Fatal(err)
+			}
+			shape := plan.Shape{Nodes: 1, RanksPerNode: 8, WorkersPerRank: 8}
+			b.ReportAllocs()
+			for b.Loop() {
+				ep, err := p.Epoch(plan.EpochSpec{SampleInEpoch: n * 9 / 10, Shape: shape})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := ep.Worker(0, 3, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
