@@ -1,0 +1,644 @@
+package s3store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go/logging"
+
+	"github.com/sluicedata/sluice/storage"
+)
+
+// Defaults for uploads.
+const (
+	// DefaultPartSize is the multipart part size used when
+	// WriteOptions.PartSize is zero. Each writer buffers up to
+	// (Concurrency+1) parts in memory.
+	DefaultPartSize = 16 << 20
+	// DefaultConcurrency is the number of parts uploaded at once when
+	// WriteOptions.Concurrency is zero.
+	DefaultConcurrency = 4
+	// maxIdleConnsPerHost keeps connections to the store reusable under the
+	// parallel downloads Sluice does (the SDK's default is 10).
+	maxIdleConnsPerHost = 256
+)
+
+// Options configures a Bucket. The zero value uses the AWS defaults and the
+// environment, as described in the package documentation.
+type Options struct {
+	// Region is the bucket's region. Empty means the configured region
+	// (AWS_REGION, profile), else the region the store reports for the
+	// bucket (HeadBucket), else us-east-1 for a custom endpoint.
+	Region string
+	// Endpoint is a custom endpoint URL ("http://127.0.0.1:7070"). Empty
+	// means S3_ENDPOINT_URL, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else
+	// AWS itself.
+	Endpoint string
+	// VirtualHostStyle keeps virtual-hosted-style addressing with a custom
+	// endpoint (path style is used by default there).
+	VirtualHostStyle bool
+	// Profile selects a shared-config profile; empty means AWS_PROFILE or
+	// "default".
+	Profile string
+	// RequesterPays makes the requester pay for requests and transfer.
+	RequesterPays bool
+	// Anonymous sends unsigned requests (public buckets).
+	Anonymous bool
+	// Credentials, when non-nil, replaces the default credential chain
+	// (tests use static credentials).
+	Credentials aws.CredentialsProvider
+	// HTTPClient, when non-nil, replaces the SDK's HTTP client.
+	HTTPClient *http.Client
+}
+
+// Bucket is a storage.Bucket on one S3 bucket and key prefix. It is safe for
+// concurrent use.
+type Bucket struct {
+	client        *s3.Client
+	uploader      *manager.Uploader
+	creds         aws.CredentialsProvider
+	name          string // bucket name
+	root          string // key prefix, "" or ending in "/"
+	region        string
+	endpoint      string // custom endpoint, "" for AWS
+	requesterPays bool
+	closed        atomic.Bool
+}
+
+var (
+	_ storage.Bucket   = (*Bucket)(nil)
+	_ storage.Uploader = (*Bucket)(nil)
+)
+
+// Open opens the Bucket named by an s3:// URL (see the package
+// documentation for its options). It matches storage.Opener.
+func Open(ctx context.Context, u *url.URL) (storage.Bucket, error) {
+	if u.Scheme != "s3" {
+		return nil, fmt.Errorf("s3store: open %s: scheme is not s3", u.Redacted())
+	}
+	opts, err := optionsFromQuery(u.Query())
+	if err != nil {
+		return nil, fmt.Errorf("s3store: open %s: %w", u.Redacted(), err)
+	}
+	b, err := New(ctx, u.Host, u.Path, opts)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// optionsFromQuery reads the URL query options of the package doc.
+func optionsFromQuery(q url.Values) (*Options, error) {
+	opts := &Options{}
+	for k, vs := range q {
+		v := vs[len(vs)-1]
+		var err error
+		switch k {
+		case "region":
+			opts.Region = v
+		case "endpoint":
+			opts.Endpoint = v
+		case "profile":
+			opts.Profile = v
+		case "requester_pays":
+			opts.RequesterPays, err = strconv.ParseBool(v)
+		case "anonymous":
+			opts.Anonymous, err = strconv.ParseBool(v)
+		case "virtual_host":
+			opts.VirtualHostStyle, err = strconv.ParseBool(v)
+		default:
+			return nil, fmt.Errorf("unknown option %q (known: region, endpoint, profile, requester_pays, anonymous, virtual_host)", k)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("option %s=%q: want true or false", k, v)
+		}
+	}
+	return opts, nil
+}
+
+// New returns a Bucket on bucket with keys under prefix. It loads the AWS
+// configuration and, when no region is configured for an AWS endpoint,
+// asks S3 for the bucket's region. opts may be nil.
+func New(ctx context.Context, bucket, prefix string, opts *Options) (*Bucket, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	if bucket == "" {
+		return nil, errors.New("s3store: no bucket name (want s3://BUCKET/PREFIX)")
+	}
+	root := strings.Trim(prefix, "/")
+	if root != "" {
+		if err := storage.ValidateKey(root); err != nil {
+			return nil, fmt.Errorf("s3store: prefix of s3://%s/%s: %w", bucket, root, err)
+		}
+		root += "/"
+	}
+
+	var loadOpts []func(*config.LoadOptions) error
+	if opts.Profile != "" {
+		loadOpts = append(loadOpts, config.WithSharedConfigProfile(opts.Profile))
+	}
+	if opts.Region != "" {
+		loadOpts = append(loadOpts, config.WithRegion(opts.Region))
+	}
+	if opts.Credentials != nil {
+		loadOpts = append(loadOpts, config.WithCredentialsProvider(opts.Credentials))
+	}
+	// A library does not log: the SDK would write to stderr.
+	loadOpts = append(loadOpts, config.WithLogger(logging.Nop{}), config.WithClientLogMode(0))
+	// One attempt per request: retries belong to the storage retry
+	// decorator (see the package documentation).
+	loadOpts = append(loadOpts, config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }))
+	if opts.HTTPClient != nil {
+		loadOpts = append(loadOpts, config.WithHTTPClient(opts.HTTPClient))
+	} else {
+		loadOpts = append(loadOpts, config.WithHTTPClient(awshttp.NewBuildableClient().
+			WithTransportOptions(func(t *http.Transport) {
+				t.MaxIdleConnsPerHost = maxIdleConnsPerHost
+			})))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("s3store: load AWS configuration for s3://%s: %w", bucket, err)
+	}
+	if opts.Anonymous {
+		cfg.Credentials = aws.AnonymousCredentials{}
+	}
+
+	endpoint := opts.Endpoint
+	for _, name := range []string{"S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"} {
+		if endpoint != "" {
+			break
+		}
+		endpoint = strings.TrimSpace(os.Getenv(name))
+	}
+	if endpoint != "" {
+		eu, err := url.Parse(endpoint)
+		if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" {
+			return nil, fmt.Errorf("s3store: endpoint %q for s3://%s: want http(s)://host[:port]", endpoint, bucket)
+		}
+		// Stores other than AWS often reject the SDK's newer default
+		// (CRC trailers in aws-chunked bodies) unless asked for it.
+		if cfg.RequestChecksumCalculation == aws.RequestChecksumCalculationUnset {
+			cfg.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		}
+		if cfg.ResponseChecksumValidation == aws.ResponseChecksumValidationUnset {
+			cfg.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		}
+	}
+	clientOpts := func(o *s3.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+			o.UsePathStyle = !opts.VirtualHostStyle
+		}
+	}
+
+	if cfg.Region == "" {
+		// HeadBucket answers with the bucket's region in a header, even
+		// when it refuses the (unsigned) request.
+		probe := s3.NewFromConfig(cfg, clientOpts, func(o *s3.Options) { o.Region = "us-east-1" })
+		region, err := manager.GetBucketRegion(ctx, probe, bucket)
+		switch {
+		case err == nil && region != "":
+			cfg.Region = region
+		case endpoint != "":
+			// S3-compatible stores often have no regions at all.
+			cfg.Region = "us-east-1"
+		default:
+			var nf manager.BucketNotFound
+			if errors.As(err, &nf) {
+				return nil, fmt.Errorf("s3store: find region of s3://%s: %w: bucket does not exist (or set AWS_REGION)", bucket, storage.ErrNotExist)
+			}
+			return nil, fmt.Errorf("s3store: find region of s3://%s (set AWS_REGION or ?region= to skip this): %w", bucket, err)
+		}
+	}
+
+	client := s3.NewFromConfig(cfg, clientOpts)
+	b := &Bucket{
+		client:        client,
+		creds:         cfg.Credentials,
+		name:          bucket,
+		root:          root,
+		region:        cfg.Region,
+		endpoint:      endpoint,
+		requesterPays: opts.RequesterPays,
+	}
+	b.uploader = manager.NewUploader(client, func(u *manager.Uploader) {
+		u.PartSize = DefaultPartSize
+		u.Concurrency = DefaultConcurrency
+		u.LeavePartsOnError = false
+	})
+	return b, nil
+}
+
+// Client returns the SDK client the Bucket uses, for operations the
+// storage.Bucket interface does not cover.
+func (b *Bucket) Client() *s3.Client { return b.client }
+
+// Region returns the region the Bucket's requests are signed for.
+func (b *Bucket) Region() string { return b.region }
+
+// URL implements storage.Bucket.
+func (b *Bucket) URL(key string) string {
+	return "s3://" + b.name + "/" + b.root + key
+}
+
+// Close implements storage.Bucket. It marks the Bucket closed; idle
+// connections are left to the HTTP client.
+func (b *Bucket) Close() error {
+	if b.closed.Swap(true) {
+		return fmt.Errorf("s3store: close s3://%s/%s: %w", b.name, b.root, storage.ErrClosed)
+	}
+	return nil
+}
+
+// check validates the state of the Bucket and the key for op.
+func (b *Bucket) check(op, key string) error {
+	if b.closed.Load() {
+		return fmt.Errorf("s3store: %s %s: %w", op, b.URL(key), storage.ErrClosed)
+	}
+	if err := storage.ValidateKey(key); err != nil {
+		return fmt.Errorf("s3store: %s %s: %w", op, b.URL(key), err)
+	}
+	return nil
+}
+
+func (b *Bucket) payer() types.RequestPayer {
+	if b.requesterPays {
+		return types.RequestPayerRequester
+	}
+	return ""
+}
+
+// Stat implements storage.Bucket.
+func (b *Bucket) Stat(ctx context.Context, key string) (storage.ObjectInfo, error) {
+	if err := b.check("stat", key); err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	out, err := b.client.HeadObject(ctx, &s3.HeadObjectInput{
+		Bucket:       aws.String(b.name),
+		Key:          aws.String(b.root + key),
+		RequestPayer: b.payer(),
+	})
+	if err != nil {
+		return storage.ObjectInfo{}, b.fail(ctx, "stat", key, err)
+	}
+	return storage.ObjectInfo{
+		Key:     key,
+		Size:    aws.ToInt64(out.ContentLength),
+		ModTime: aws.ToTime(out.LastModified),
+		ETag:    aws.ToString(out.ETag),
+	}, nil
+}
+
+// NewRangeReader implements storage.Bucket with a ranged GetObject.
+func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	if err := b.check("get", key); err != nil {
+		return nil, err
+	}
+	if off < 0 {
+		return nil, fmt.Errorf("s3store: get %s: negative offset %d", b.URL(key), off)
+	}
+	if length == 0 || off > 0 && length < 0 {
+		// An empty range has no HTTP form, and "bytes=off-" with off equal
+		// to the size is unsatisfiable for S3 although the contract allows
+		// it: settle both with a HEAD.
+		info, err := b.Stat(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if off > info.Size {
+			return nil, b.offsetError(key, off, info.Size)
+		}
+		if length == 0 || off == info.Size {
+			return io.NopCloser(strings.NewReader("")), nil
+		}
+	}
+	in := &s3.GetObjectInput{
+		Bucket:       aws.String(b.name),
+		Key:          aws.String(b.root + key),
+		RequestPayer: b.payer(),
+	}
+	if off > 0 || length > 0 {
+		r := "bytes=" + strconv.FormatInt(off, 10) + "-"
+		if length > 0 {
+			r += strconv.FormatInt(off+length-1, 10)
+		}
+		in.Range = aws.String(r)
+	}
+	out, err := b.client.GetObject(ctx, in)
+	if err != nil {
+		if storage.HTTPStatus(err) == http.StatusRequestedRangeNotSatisfiable {
+			// off is at or past the end: only off == size is allowed.
+			info, serr := b.Stat(ctx, key)
+			if serr != nil {
+				return nil, serr
+			}
+			if off == info.Size {
+				return io.NopCloser(strings.NewReader("")), nil
+			}
+			return nil, b.offsetError(key, off, info.Size)
+		}
+		return nil, b.fail(ctx, "get", key, err)
+	}
+	if in.Range != nil && out.ContentRange == nil {
+		// A store that ignores Range would hand back the wrong bytes.
+		out.Body.Close()
+		return nil, storage.Permanent(fmt.Errorf("s3store: get %s: asked for %s but the store answered without Content-Range", b.URL(key), *in.Range))
+	}
+	return &bodyReader{ctx: ctx, body: out.Body, url: b.URL(key)}, nil
+}
+
+func (b *Bucket) offsetError(key string, off, size int64) error {
+	return fmt.Errorf("s3store: get %s: offset %d is past the end of the %d-byte object: %w", b.URL(key), off, size, storage.ErrPrecondition)
+}
+
+// bodyReader names the object in read errors and stops as soon as its
+// context is cancelled (the HTTP transport notices a cancellation
+// asynchronously and may hand out buffered bytes first).
+type bodyReader struct {
+	ctx  context.Context
+	body io.ReadCloser
+	url  string
+}
+
+func (r *bodyReader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, fmt.Errorf("s3store: read %s: %w", r.url, err)
+	}
+	n, err := r.body.Read(p)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("s3store: read %s: %w", r.url, err)
+	}
+	return n, err
+}
+
+func (r *bodyReader) Close() error { return r.body.Close() }
+
+// List implements storage.Bucket with paged ListObjectsV2 requests.
+func (b *Bucket) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {
+	if b.closed.Load() {
+		return fmt.Errorf("s3store: list %s: %w", b.URL(prefix), storage.ErrClosed)
+	}
+	p := s3.NewListObjectsV2Paginator(b.client, &s3.ListObjectsV2Input{
+		Bucket:       aws.String(b.name),
+		Prefix:       aws.String(b.root + prefix),
+		RequestPayer: b.payer(),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return b.fail(ctx, "list", prefix, err)
+		}
+		for _, o := range page.Contents {
+			full := aws.ToString(o.Key)
+			key, ok := strings.CutPrefix(full, b.root)
+			if !ok || key == "" || strings.HasSuffix(key, "/") {
+				// Outside the root (cannot happen with a correct store), or a
+				// zero-byte "directory marker" some tools create.
+				continue
+			}
+			if err := fn(storage.ObjectInfo{
+				Key:     key,
+				Size:    aws.ToInt64(o.Size),
+				ModTime: aws.ToTime(o.LastModified),
+				ETag:    aws.ToString(o.ETag),
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Delete implements storage.Bucket. S3 reports success for a missing key,
+// so Delete first checks that the object exists.
+func (b *Bucket) Delete(ctx context.Context, key string) error {
+	if err := b.check("delete", key); err != nil {
+		return err
+	}
+	if _, err := b.Stat(ctx, key); err != nil {
+		return err
+	}
+	_, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{
+		Bucket:       aws.String(b.name),
+		Key:          aws.String(b.root + key),
+		RequestPayer: b.payer(),
+	})
+	if err != nil {
+		return b.fail(ctx, "delete", key, err)
+	}
+	return nil
+}
+
+// NewWriter implements storage.Bucket. The object is streamed through the
+// SDK's upload manager (see the package documentation).
+func (b *Bucket) NewWriter(ctx context.Context, key string, opts *storage.WriteOptions) (io.WriteCloser, error) {
+	if err := b.check("put", key); err != nil {
+		return nil, err
+	}
+	in, tune := b.putInput(key, opts)
+	pr, pw := io.Pipe()
+	in.Body = pr
+	w := &writer{ctx: ctx, pw: pw, done: make(chan struct{}), b: b, key: key}
+	go func() {
+		defer close(w.done)
+		if _, err := b.uploader.Upload(ctx, in, tune); err != nil {
+			w.err = b.fail(ctx, "put", key, err)
+			pr.CloseWithError(w.err)
+			return
+		}
+		pr.Close()
+	}()
+	return w, nil
+}
+
+// Upload implements storage.Uploader: parts are read from src in place and
+// sent in parallel, without copying them into buffers.
+func (b *Bucket) Upload(ctx context.Context, key string, src io.ReaderAt, size int64, opts *storage.WriteOptions) error {
+	if err := b.check("put", key); err != nil {
+		return err
+	}
+	if size < 0 {
+		return fmt.Errorf("s3store: put %s: negative size %d", b.URL(key), size)
+	}
+	in, tune := b.putInput(key, opts)
+	in.Body = io.NewSectionReader(src, 0, size)
+	if _, err := b.uploader.Upload(ctx, in, tune); err != nil {
+		return b.fail(ctx, "put", key, err)
+	}
+	return nil
+}
+
+// putInput builds the request and upload-manager settings for a write.
+func (b *Bucket) putInput(key string, opts *storage.WriteOptions) (*s3.PutObjectInput, func(*manager.Uploader)) {
+	if opts == nil {
+		opts = &storage.WriteOptions{}
+	}
+	in := &s3.PutObjectInput{
+		Bucket:       aws.String(b.name),
+		Key:          aws.String(b.root + key),
+		ContentType:  aws.String("application/octet-stream"),
+		RequestPayer: b.payer(),
+	}
+	if opts.ContentType != "" {
+		in.ContentType = aws.String(opts.ContentType)
+	}
+	partSize := opts.PartSize
+	if partSize == 0 {
+		partSize = DefaultPartSize
+	}
+	partSize = max(partSize, manager.MinUploadPartSize)
+	conc := opts.Concurrency
+	if conc <= 0 {
+		conc = DefaultConcurrency
+	}
+	return in, func(u *manager.Uploader) {
+		u.PartSize = partSize
+		u.Concurrency = conc
+	}
+}
+
+// writer feeds an upload running in its own goroutine through a pipe.
+type writer struct {
+	ctx    context.Context
+	pw     *io.PipeWriter
+	done   chan struct{}
+	err    error // the upload's result, set before done is closed
+	b      *Bucket
+	key    string
+	closed bool
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	if w.closed {
+		return 0, fmt.Errorf("s3store: write %s: writer closed", w.b.URL(w.key))
+	}
+	return w.pw.Write(p)
+}
+
+// Close finishes the upload and waits for it. If the writer's context was
+// cancelled the upload is abandoned and nothing appears.
+func (w *writer) Close() error {
+	if w.closed {
+		return fmt.Errorf("s3store: close %s: writer already closed", w.b.URL(w.key))
+	}
+	w.closed = true
+	if err := w.ctx.Err(); err != nil {
+		w.pw.CloseWithError(err)
+		<-w.done
+		return fmt.Errorf("s3store: put %s: %w", w.b.URL(w.key), err)
+	}
+	w.pw.Close()
+	<-w.done
+	return w.err
+}
+
+// fail turns an SDK error from op on key into the error the storage
+// package documents: an HTTP failure becomes a *storage.HTTPError (which
+// matches ErrNotExist, ErrPermission and ErrPrecondition by status) wrapping
+// the SDK's error; anything else is wrapped with the operation and URL.
+func (b *Bucket) fail(ctx context.Context, op, key string, err error) error {
+	u := b.URL(key)
+	status := storage.HTTPStatus(err)
+	if status == 0 {
+		return fmt.Errorf("s3store: %s %s: %w", op, u, err)
+	}
+	he := &storage.HTTPError{Op: op, URL: u, StatusCode: status, Err: err}
+	var apiErr interface{ ErrorCode() string }
+	if errors.As(err, &apiErr) {
+		he.Code = apiErr.ErrorCode()
+	}
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) && re.Response != nil {
+		he.RetryAfter = storage.ParseRetryAfter(re.Response.Header.Get("Retry-After"), time.Now())
+	}
+	if authCodes[he.Code] && status != http.StatusUnauthorized && status != http.StatusForbidden {
+		// Some S3-compatible stores answer an unknown key with another
+		// status (versitygw: 404 XAdminUserNotFound); it is a refusal all
+		// the same, and must not pass for a missing object.
+		he.Err = fmt.Errorf("store answered HTTP %d: %w", status, he.Err)
+		he.StatusCode, status = http.StatusForbidden, http.StatusForbidden
+	}
+	switch {
+	case status == http.StatusNotFound && he.Code == "NoSuchBucket":
+		he.Err = fmt.Errorf("bucket %q does not exist at %s: %w", b.name, b.endpointName(), err)
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		he.Err = fmt.Errorf("%s: %w", b.describeAccess(ctx), err)
+	case status == http.StatusMovedPermanently || he.Code == "PermanentRedirect" || he.Code == "AuthorizationHeaderMalformed":
+		he.Err = fmt.Errorf("requests are signed for region %s, which is not the bucket's (set AWS_REGION or ?region=): %w", b.region, err)
+	}
+	return he
+}
+
+// authCodes are S3 error codes that mean the request's credentials were
+// refused.
+var authCodes = map[string]bool{
+	"AccessDenied":          true,
+	"InvalidAccessKeyId":    true,
+	"SignatureDoesNotMatch": true,
+	"ExpiredToken":          true,
+	"InvalidToken":          true,
+	"TokenRefreshRequired":  true,
+	"XAdminUserNotFound":    true,
+}
+
+// endpointName names where requests go, for messages.
+func (b *Bucket) endpointName() string {
+	if b.endpoint != "" {
+		return b.endpoint
+	}
+	return "AWS S3 (" + b.region + ")"
+}
+
+// describeAccess says which credentials a refused request used, so that a
+// person can tell which identity lacks the permission.
+func (b *Bucket) describeAccess(ctx context.Context) string {
+	src := "no credentials (anonymous request)"
+	if b.creds != nil {
+		if _, anon := b.creds.(aws.AnonymousCredentials); !anon {
+			// The credentials are cached by the SDK, so this is normally no
+			// I/O; bound it anyway.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			c, err := b.creds.Retrieve(cctx)
+			cancel()
+			switch {
+			case err != nil:
+				src = "credentials that could not be loaded (" + err.Error() + ")"
+			case c.Source != "":
+				src = "access key " + redactKey(c.AccessKeyID) + " from " + c.Source
+			default:
+				src = "access key " + redactKey(c.AccessKeyID)
+			}
+		}
+	}
+	hint := "; for a requester-pays bucket add ?requester_pays=true"
+	if b.requesterPays {
+		hint = " (requester pays is on)"
+	}
+	return fmt.Sprintf("request to %s with %s in region %s; check that this identity may access bucket %q (IAM and bucket policy)%s",
+		b.endpointName(), src, b.region, b.name, hint)
+}
+
+// redactKey shows enough of an access key ID to recognise it.
+func redactKey(id string) string {
+	if len(id) <= 8 {
+		return "****"
+	}
+	return id[:4] + "…" + id[len(id)-4:]
+}
