@@ -320,7 +320,7 @@ func (b *Bucket) NewWriter(ctx context.Context, key string, opts *storage.WriteO
 	// The library's writer lives as long as its context; a private one
 	// lets Close abandon the upload when the caller's is cancelled.
 	wctx, cancel := context.WithCancel(ctx)
-	w := b.bkt.Object(b.root+key).NewWriter(wctx)
+	w := b.bkt.Object(b.root + key).NewWriter(wctx)
 	w.ChunkSize = int(chunk)
 	w.ContentType = opts.ContentType
 	if w.ContentType == "" {
