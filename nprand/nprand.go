@@ -239,12 +239,124 @@ func (g *Generator) Interval(max uint64) uint64 {
 func (g *Generator) SkipInterval(max uint64) { g.Interval(max) }
 
 // SkipShuffle consumes exactly the draws a Shuffle of n elements would
-// consume, without touching any data. It costs about a third of a real
-// shuffle of a large slice (no memory traffic).
+// consume, without touching any data (no memory traffic; a few ns per
+// element).
 func (g *Generator) SkipShuffle(n int) {
-	for i := n - 1; i > 0; i-- {
-		g.Interval(uint64(i))
+	i := uint64(max(n, 1) - 1)
+	for ; i > 0xffffffff; i-- {
+		g.Interval(i) // 64-bit draws, only for > 2^32 elements
 	}
+	if i == 0 {
+		return
+	}
+	if g.has32 {
+		g.has32 = false
+		if uint64(g.buf&(uint32(1)<<bits.Len64(i)-1)) <= i {
+			i--
+		}
+	}
+	// Both halves of each 64-bit draw are tried in turn; the accept
+	// decisions are written without branches (they are unpredictable), and
+	// the mask is fixed while i stays in [floor, 2·floor).
+	sh, sl := g.state.hi, g.state.lo
+	ih, il := g.inc.hi, g.inc.lo
+	for i > 0 {
+		mask := uint64(1)<<bits.Len64(i) - 1
+		floor := (mask + 1) >> 1
+		for i >= floor {
+			hi, lo := bits.Mul64(sl, pcgMult.lo)
+			hi += sh*pcgMult.lo + sl*pcgMult.hi
+			var c uint64
+			lo, c = bits.Add64(lo, il, 0)
+			hi, _ = bits.Add64(hi, ih, c)
+			sh, sl = hi, lo
+			x := bits.RotateLeft64(hi^lo, -int(hi>>58))
+			var d uint64
+			if x&0xffffffff&mask <= i {
+				d = 1
+			}
+			i -= d
+			if i < floor {
+				// The high half belongs to the next mask (or stays buffered
+				// when the shuffle is done).
+				if i == 0 {
+					g.buf, g.has32 = uint32(x>>32), true
+					break
+				}
+				if (x>>32)&(mask>>1) <= i {
+					i--
+				}
+				break
+			}
+			d = 0
+			if (x>>32)&mask <= i {
+				d = 1
+			}
+			i -= d
+		}
+	}
+	g.state = u128{sh, sl}
+}
+
+// shuffleLoop runs numpy's Fisher–Yates loop on x: for i = len(x)-1 down to
+// 1 it swaps x[i] and x[Interval(i)]. It has the structure of SkipShuffle:
+// generator state in locals, both 32-bit halves of a draw tried in turn, and
+// a rejected try turned into a harmless self-swap instead of a branch.
+func shuffleLoop[T int32 | int64](g *Generator, x []T) {
+	i := uint64(max(len(x), 1) - 1)
+	for ; i > 0xffffffff; i-- {
+		j := g.Interval(i) // 64-bit draws, only for > 2^32 elements
+		x[i], x[j] = x[j], x[i]
+	}
+	if i == 0 {
+		return
+	}
+	if g.has32 {
+		g.has32 = false
+		if j := uint64(g.buf & (uint32(1)<<bits.Len64(i) - 1)); j <= i {
+			x[i], x[j] = x[j], x[i]
+			i--
+		}
+	}
+	sh, sl := g.state.hi, g.state.lo
+	ih, il := g.inc.hi, g.inc.lo
+	for i > 0 {
+		mask := uint64(1)<<bits.Len64(i) - 1
+		floor := (mask + 1) >> 1
+		for i >= floor {
+			hi, lo := bits.Mul64(sl, pcgMult.lo)
+			hi += sh*pcgMult.lo + sl*pcgMult.hi
+			var c uint64
+			lo, c = bits.Add64(lo, il, 0)
+			hi, _ = bits.Add64(hi, ih, c)
+			sh, sl = hi, lo
+			r := bits.RotateLeft64(hi^lo, -int(hi>>58))
+			j, d := i, uint64(0)
+			if v := r & 0xffffffff & mask; v <= i {
+				j, d = v, 1
+			}
+			x[i], x[j] = x[j], x[i]
+			i -= d
+			if i < floor {
+				if i == 0 {
+					g.buf, g.has32 = uint32(r>>32), true
+					break
+				}
+				if v := (r >> 32) & (mask >> 1); v <= i {
+					x[i], x[v] = x[v], x[i]
+					i--
+				}
+				break
+			}
+			j, d = i, 0
+			if v := (r >> 32) & mask; v <= i {
+				j, d = v, 1
+			}
+			x[i], x[j] = x[j], x[i]
+			i -= d
+		}
+	}
+	g.state = u128{sh, sl}
 }
 
 // Bounded returns a value in [0, rng] with Lemire's method without masking
@@ -293,18 +405,12 @@ func (g *Generator) Shuffle(n int, swap func(i, j int)) {
 
 // ShuffleInt64 is Shuffle specialised for an []int64 (no callback).
 func (g *Generator) ShuffleInt64(x []int64) {
-	for i := len(x) - 1; i > 0; i-- {
-		j := g.Interval(uint64(i))
-		x[i], x[j] = x[j], x[i]
-	}
+	shuffleLoop(g, x)
 }
 
 // ShuffleInt32 is Shuffle specialised for an []int32 (no callback).
 func (g *Generator) ShuffleInt32(x []int32) {
-	for i := len(x) - 1; i > 0; i-- {
-		j := g.Interval(uint64(i))
-		x[i], x[j] = x[j], x[i]
-	}
+	shuffleLoop(g, x)
 }
 
 // Permutation returns numpy's rng.permutation(n): 0..n-1 shuffled. n < 0

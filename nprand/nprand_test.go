@@ -232,32 +232,60 @@ func TestAdvance(t *testing.T) {
 }
 
 func TestSkipShuffle(t *testing.T) {
-	for _, n := range []int{0, 1, 2, 17, 1000, 70000} {
-		a, b := nprand.New(7), nprand.New(7)
-		a.ShuffleInt64(arange(n))
-		b.SkipShuffle(n)
-		// Compare through 32-bit draws so the buffered half is compared too.
-		for i := range 3 {
-			if x, y := a.Uint32(), b.Uint32(); x != y {
-				t.Fatalf("n=%d draw %d: skip gives %x, shuffle gives %x", n, i, y, x)
+	sizes := []int{0, 1, 2, 3, 4, 5, 8, 9, 17, 64, 65, 1000, 4097, 70000}
+	for seed := range uint64(20) {
+		for _, n := range sizes {
+			for pre := range 2 { // pre = 1 starts with a buffered 32-bit half
+				a, b := nprand.New(seed), nprand.New(seed)
+				for range pre {
+					a.Uint32()
+					b.Uint32()
+				}
+				a.ShuffleInt64(arange(n))
+				b.SkipShuffle(n)
+				// Compare through 32-bit draws so the buffered half is
+				// compared too.
+				for i := range 3 {
+					if x, y := a.Uint32(), b.Uint32(); x != y {
+						t.Fatalf("seed %d n=%d pre=%d draw %d: skip gives %x, shuffle gives %x", seed, n, pre, i, y, x)
+					}
+				}
 			}
 		}
 	}
 }
 
+// TestShuffleVariantsAgree checks the fast slice shuffles against the
+// callback Shuffle (a plain loop over Interval), including the generator
+// state they leave behind.
 func TestShuffleVariantsAgree(t *testing.T) {
-	a := arange(300)
-	nprand.New(5).ShuffleInt64(a)
-	b := make([]int32, 300)
-	for i := range b {
-		b[i] = int32(i)
-	}
-	nprand.New(5).ShuffleInt32(b)
-	c := arange(300)
-	nprand.New(5).Shuffle(len(c), func(i, j int) { c[i], c[j] = c[j], c[i] })
-	for i := range a {
-		if a[i] != int64(b[i]) || a[i] != c[i] {
-			t.Fatalf("index %d: int64 %d, int32 %d, callback %d", i, a[i], b[i], c[i])
+	for seed := range uint64(10) {
+		for _, n := range []int{0, 1, 2, 3, 5, 16, 17, 300, 5000} {
+			for pre := range 2 {
+				g1, g2, g3 := nprand.New(seed), nprand.New(seed), nprand.New(seed)
+				for range pre {
+					g1.Uint32()
+					g2.Uint32()
+					g3.Uint32()
+				}
+				a := arange(n)
+				g1.ShuffleInt64(a)
+				b := make([]int32, n)
+				for i := range b {
+					b[i] = int32(i)
+				}
+				g2.ShuffleInt32(b)
+				c := arange(n)
+				g3.Shuffle(len(c), func(i, j int) { c[i], c[j] = c[j], c[i] })
+				for i := range a {
+					if a[i] != int64(b[i]) || a[i] != c[i] {
+						t.Fatalf("seed %d n=%d pre=%d index %d: int64 %d, int32 %d, callback %d", seed, n, pre, i, a[i], b[i], c[i])
+					}
+				}
+				if x, y, z := g1.Uint32(), g2.Uint32(), g3.Uint32(); x != z || y != z {
+					t.Fatalf("seed %d n=%d pre=%d: next draws %x %x, want %x", seed, n, pre, x, y, z)
+				}
+			}
 		}
 	}
 }
