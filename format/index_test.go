@@ -123,3 +123,11 @@ func TestFloat16(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendJSONStringUTF8(t *testing.T) {
+	got := string(format.AppendJSONStringUTF8(nil, "a\"\\\n\x01\x7fé😀\xff"))
+	want := "\"a\\\"\\\\\\n\\u0001\x7fé😀\uFFFD\""
+	if got != want {
+		t.Errorf("got %s want %s", got, want)
+	}
+}

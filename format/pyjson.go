@@ -20,13 +20,39 @@ const maxJSONDepth = 1000
 // characters above U+FFFF as surrogate pairs. Invalid UTF-8 bytes are
 // written as U+FFFD.
 func AppendJSONString(dst []byte, s string) []byte {
+	return appendJSONString(dst, s, true)
+}
+
+// AppendJSONStringUTF8 appends s as Python's json.dumps(ensure_ascii=False)
+// writes it: only \" \\ and the control characters below U+0020 are
+// escaped; everything else is written as UTF-8. Invalid UTF-8 bytes are
+// written as U+FFFD.
+func AppendJSONStringUTF8(dst []byte, s string) []byte {
+	return appendJSONString(dst, s, false)
+}
+
+func appendJSONString(dst []byte, s string, ascii bool) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
-		if c >= 0x20 && c < 0x7f && c != '"' && c != '\\' {
+		// Printable ASCII needs no escape; with ascii=false neither does
+		// U+007F.
+		if c >= 0x20 && c != '"' && c != '\\' && (c < 0x7f || (!ascii && c == 0x7f)) {
 			i++
+			continue
+		}
+		if !ascii && c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r != utf8.RuneError || size > 1 {
+				i += size
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			dst = utf8.AppendRune(dst, utf8.RuneError)
+			i++
+			start = i
 			continue
 		}
 		dst = append(dst, s[start:i]...)
@@ -86,15 +112,26 @@ func AppendJSONFloat(dst []byte, x float64) []byte {
 }
 
 // AppendJSON appends v as Python's json.dumps(v, sort_keys=sortKeys) text
-// with default separators. v may be nil, bool, string, JSONNumber, float64,
+// with default separators (ensure_ascii escaping; see AppendJSONUTF8). v may be nil, bool, string, JSONNumber, float64,
 // float32, any Go integer, *big.Int, []any, *JSONObject (keys in its order
 // unless sortKeys), map[string]any (always sorted), or JSON (raw text, which
 // is parsed and re-emitted).
 func AppendJSON(dst []byte, v any, sortKeys bool) ([]byte, error) {
-	return appendJSON(dst, v, sortKeys, 0)
+	return jsonEnc{sortKeys: sortKeys, ascii: true}.append(dst, v, 0)
 }
 
-func appendJSON(dst []byte, v any, sortKeys bool, depth int) ([]byte, error) {
+// AppendJSONUTF8 is AppendJSON with ensure_ascii=False: strings are
+// written as UTF-8 (see AppendJSONStringUTF8).
+func AppendJSONUTF8(dst []byte, v any, sortKeys bool) ([]byte, error) {
+	return jsonEnc{sortKeys: sortKeys}.append(dst, v, 0)
+}
+
+type jsonEnc struct {
+	sortKeys, ascii bool
+}
+
+func (e jsonEnc) append(dst []byte, v any, depth int) ([]byte, error) {
+	sortKeys := e.sortKeys
 	if depth > maxJSONDepth {
 		return dst, errors.New("json value nested too deeply")
 	}
@@ -107,7 +144,7 @@ func appendJSON(dst []byte, v any, sortKeys bool, depth int) ([]byte, error) {
 		}
 		return append(dst, "false"...), nil
 	case string:
-		return AppendJSONString(dst, v), nil
+		return appendJSONString(dst, v, e.ascii), nil
 	case JSONNumber:
 		return appendJSONNumber(dst, v)
 	case float64:
@@ -141,15 +178,15 @@ func appendJSON(dst []byte, v any, sortKeys bool, depth int) ([]byte, error) {
 		if err != nil {
 			return dst, err
 		}
-		return appendJSON(dst, p, sortKeys, depth)
+		return e.append(dst, p, depth)
 	case []any:
 		dst = append(dst, '[')
-		for i, e := range v {
+		for i, x := range v {
 			if i > 0 {
 				dst = append(dst, ", "...)
 			}
 			var err error
-			if dst, err = appendJSON(dst, e, sortKeys, depth+1); err != nil {
+			if dst, err = e.append(dst, x, depth+1); err != nil {
 				return dst, err
 			}
 		}
@@ -160,28 +197,28 @@ func appendJSON(dst []byte, v any, sortKeys bool, depth int) ([]byte, error) {
 			keys = append([]string(nil), keys...)
 			sort.Strings(keys)
 		}
-		return appendObject(dst, keys, v.Values, sortKeys, depth)
+		return e.appendObject(dst, keys, v.Values, depth)
 	case map[string]any:
 		keys := make([]string, 0, len(v))
 		for k := range v {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		return appendObject(dst, keys, v, sortKeys, depth)
+		return e.appendObject(dst, keys, v, depth)
 	}
 	return dst, fmt.Errorf("cannot encode %T as json", v)
 }
 
-func appendObject(dst []byte, keys []string, vals map[string]any, sortKeys bool, depth int) ([]byte, error) {
+func (e jsonEnc) appendObject(dst []byte, keys []string, vals map[string]any, depth int) ([]byte, error) {
 	dst = append(dst, '{')
 	for i, k := range keys {
 		if i > 0 {
 			dst = append(dst, ", "...)
 		}
-		dst = AppendJSONString(dst, k)
+		dst = appendJSONString(dst, k, e.ascii)
 		dst = append(dst, ": "...)
 		var err error
-		if dst, err = appendJSON(dst, vals[k], sortKeys, depth+1); err != nil {
+		if dst, err = e.append(dst, vals[k], depth+1); err != nil {
 			return dst, err
 		}
 	}

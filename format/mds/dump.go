@@ -19,7 +19,8 @@ import (
 //
 //	{"cols": {name: {"raw_len": n, "raw_sha256": hex, "v": value}}, "i": i, "shard": k}
 //
-// in Python's json.dumps(sort_keys=True) text, without the newline. Values
+// in Python's json.dumps(sort_keys=True, ensure_ascii=False) text, without
+// the newline. Values
 // follow the fixtures README: bytes as {"b64"}, floats as {"bits", "s"},
 // json as {"json": value}, ndarrays as {"data", "data_b64", "dtype",
 // "shape"}, images as {"format", "height", "mode", "pixels_len",
@@ -44,7 +45,7 @@ func AppendDump(dst []byte, i int64, k int, s *Shard, j int) ([]byte, error) {
 			dst = append(dst, ", "...)
 		}
 		b := cols[c]
-		dst = format.AppendJSONString(dst, s.names[c])
+		dst = format.AppendJSONStringUTF8(dst, s.names[c])
 		dst = append(dst, `: {"raw_len": `...)
 		dst = strconv.AppendInt(dst, int64(len(b)), 10)
 		sum := sha256.Sum256(b)
@@ -99,9 +100,9 @@ func appendDumpValue(dst []byte, v any) ([]byte, error) {
 		dst = base64.StdEncoding.AppendEncode(dst, v)
 		return append(dst, `"}`...), nil
 	case string:
-		return format.AppendJSONString(dst, v), nil
+		return format.AppendJSONStringUTF8(dst, v), nil
 	case format.Decimal:
-		return format.AppendJSONString(dst, string(v)), nil
+		return format.AppendJSONStringUTF8(dst, string(v)), nil
 	case format.Float16:
 		dst = append(dst, `{"bits": "`...)
 		dst = fmt.Appendf(dst, "%04x", uint16(v))
@@ -116,7 +117,7 @@ func appendDumpValue(dst []byte, v any) ([]byte, error) {
 		return format.AppendJSON(dst, v, true)
 	case format.JSON:
 		dst = append(dst, `{"json": `...)
-		dst, err := format.AppendJSON(dst, v, true)
+		dst, err := format.AppendJSONUTF8(dst, v, true)
 		if err != nil {
 			return dst, err
 		}

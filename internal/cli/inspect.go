@@ -1,18 +1,178 @@
 package cli
 
 import (
-	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluicedata/sluice/format"
 )
 
-// TODO(owner): placeholder until the inspect command lands.
 func newInspectCommand(e *env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "inspect",
+	var listShards bool
+	cmd := &cobra.Command{
+		Use:   "inspect DIR",
 		Short: "Describe a dataset",
+		Long: `Describe the dataset in DIR from its index.json: format, columns and their
+encodings, shards, samples, raw and stored bytes, compression and hashes.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("inspect: not implemented yet")
+			dir, err := localDatasetDir(e, args[0])
+			if err != nil {
+				return err
+			}
+			b, err := os.ReadFile(filepath.Join(dir, format.IndexFile))
+			if err != nil {
+				return fmt.Errorf("inspect: %w", err)
+			}
+			idx, err := format.ParseIndex(b)
+			if err != nil {
+				return fmt.Errorf("inspect: %s: %w", dir, err)
+			}
+			return writeInspect(e.stdout, dir, idx, listShards)
 		},
 	}
+	cmd.Flags().BoolVar(&listShards, "shards", false, "also list every shard")
+	return cmd
+}
+
+// writeInspect prints the summary of idx.
+func writeInspect(w io.Writer, dir string, idx *format.Index, listShards bool) error {
+	var raw, stored, empty int64
+	formats := map[string]int{}
+	compressions := map[string]int{}
+	hashes := map[string]bool{}
+	limits := map[int64]int{}
+	type col struct{ name, enc string }
+	var cols []col
+	colsSame := true
+	for k := range idx.Shards {
+		s := &idx.Shards[k]
+		raw += s.RawData.Bytes
+		for _, f := range s.Files() {
+			stored += f.Bytes
+		}
+		if s.Samples == 0 {
+			empty++
+		}
+		formats[s.Format]++
+		c := s.Compression
+		if c == "" {
+			c = "none"
+		}
+		compressions[c]++
+		for _, h := range s.Hashes {
+			hashes[h] = true
+		}
+		limits[s.SizeLimit]++
+		var these []col
+		for i, n := range s.ColumnNames {
+			these = append(these, col{n, s.ColumnEncodings[i]})
+		}
+		for n, enc := range s.Columns {
+			these = append(these, col{n, enc})
+		}
+		sort.Slice(these, func(i, j int) bool { return these[i].name < these[j].name })
+		if k == 0 {
+			cols = these
+		} else if fmt.Sprint(these) != fmt.Sprint(cols) {
+			colsSame = false
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "dataset\t%s\n", dir)
+	layout := ""
+	if idx.Merged {
+		layout = " (merged index)"
+	}
+	fmt.Fprintf(tw, "index\tversion 2%s\n", layout)
+	fmt.Fprintf(tw, "format\t%s\n", joinCounts(formats))
+	fmt.Fprintf(tw, "shards\t%d (%d empty)\n", len(idx.Shards), empty)
+	fmt.Fprintf(tw, "samples\t%d\n", idx.Samples())
+	fmt.Fprintf(tw, "bytes raw\t%d (%s)\n", raw, humanBytes(raw))
+	fmt.Fprintf(tw, "bytes stored\t%d (%s)\n", stored, humanBytes(stored))
+	fmt.Fprintf(tw, "compression\t%s\n", joinCounts(compressions))
+	hl := make([]string, 0, len(hashes))
+	for h := range hashes {
+		hl = append(hl, h)
+	}
+	sort.Strings(hl)
+	if len(hl) == 0 {
+		hl = []string{"none"}
+	}
+	fmt.Fprintf(tw, "hashes\t%s\n", strings.Join(hl, ", "))
+	ll := map[string]int{}
+	for l, n := range limits {
+		if l == 0 {
+			ll["none"] += n
+		} else {
+			ll[fmt.Sprint(l)] += n
+		}
+	}
+	fmt.Fprintf(tw, "size limit\t%s\n", joinCounts(ll))
+	if !colsSame {
+		fmt.Fprintf(tw, "columns\t(differ between shards; columns of shard 0)\n")
+	} else {
+		fmt.Fprintf(tw, "columns\t%d\n", len(cols))
+	}
+	for _, c := range cols {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.enc)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if !listShards {
+		return nil
+	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "\nshard\tsamples\traw bytes\tstored bytes\tfile\n")
+	for k := range idx.Shards {
+		s := &idx.Shards[k]
+		var st int64
+		var names []string
+		for _, f := range s.Files() {
+			st += f.Bytes
+			names = append(names, f.Basename)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\n", k, s.Samples, s.RawData.Bytes, st, strings.Join(names, ", "))
+	}
+	return tw.Flush()
+}
+
+func joinCounts(m map[string]int) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if len(keys) == 1 {
+		return keys[0]
+	}
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s (%d shards)", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -1,18 +1,46 @@
 package cli
 
 import (
-	"errors"
+	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluicedata/sluice/format/mds"
 )
 
-// TODO(owner): placeholder until the verify command lands.
+// verifyUnsoundCode is verify's exit code when the dataset has problems.
+const verifyUnsoundCode = 2
+
 func newVerifyCommand(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use:   "verify",
-		Short: "Check a dataset's index, shards, hashes and samples",
+		Use:   "verify DIR",
+		Short: "Check a dataset's index, files, hashes and samples",
+		Long: `Check the MDS dataset in DIR: index.json parses; every shard file exists with
+the size and digests the index records (compressed files, then their
+decompressed form against the raw digests); each shard's header and offsets
+agree with the index; and every sample decodes.
+
+Exit status: 0 when the dataset is sound, 2 when problems were found (each
+printed on stderr with file, shard, sample and problem), 1 when the check
+could not run.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("verify: not implemented yet")
+			dir, err := localDatasetDir(e, args[0])
+			if err != nil {
+				return err
+			}
+			st, err := mds.Verify(cmd.Context(), dir, func(p error) {
+				fmt.Fprintf(e.stderr, "problem: %v\n", p)
+			})
+			if err != nil {
+				return fmt.Errorf("verify: %w", err)
+			}
+			fmt.Fprintf(e.stdout, "%d shards, %d samples, %d files, %d bytes checked: %d problems\n",
+				st.Shards, st.Samples, st.Files, st.Bytes, st.Problems)
+			if st.Problems > 0 {
+				return &ExitError{Code: verifyUnsoundCode, Err: fmt.Errorf("verify: %s: %d problems", dir, st.Problems)}
+			}
+			return nil
 		},
 	}
 }
