@@ -2,17 +2,228 @@ package cli
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluicedata/sluice/convert"
+	"github.com/sluicedata/sluice/convert/input"
 )
 
-// TODO(owner): placeholder until the convert command lands.
+// convertFlags holds the convert command's flag values.
+type convertFlags struct {
+	format, columns, compression, hashes, sizeLimit string
+	fetch                                           []string
+	fetchConcurrency, fetchPerHost, fetchAttempts   int
+	fetchTimeout                                    time.Duration
+	maxSide, jpegQuality                            int
+	minSuccess                                      float64
+	skipInvalid                                     bool
+	part                                            string
+	parts                                           int
+	workers, inferRows                              int
+	progress                                        string
+	jsonReport                                      bool
+}
+
 func newConvertCommand(e *env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "convert",
-		Short: "Convert raw data into shards",
+	f := &convertFlags{}
+	cmd := &cobra.Command{
+		Use:   "convert INPUT OUT",
+		Short: "Convert raw data into MDS shards",
+		Long: `Convert raw data into an MDS dataset at OUT (a local directory or a store URL;
+shards are uploaded as they finish, index.json last).
+
+INPUT is a local path or URL of:
+  JSON lines (.jsonl/.json/.ndjson), CSV (.csv), TSV (.tsv), Parquet (.parquet),
+  WebDataset tar shards (.tar; brace patterns such as shard-{000000..000099}.tar),
+  an image folder (root/<class>/<name>.jpg gives columns image and label), or
+  an MDS dataset (a directory with index.json: re-shard, re-compress).
+Several files: a brace pattern, or a quoted local glob ("data/*.jsonl").
+
+Columns and encodings come from the input's schema or are inferred from its
+first records; --columns name:encoding,... picks and types them explicitly.
+
+URL columns: --fetch COLUMN[:encoding] fetches every object a column names
+(http, https, s3, gs, az, file) with a bounded, per-host limited, retrying
+pool and embeds its bytes; failed fetches are skipped and counted by reason.
+--min-success-rate fails the run (no index.json) below a share of successes.
+
+Scale-out: --part I/N (or SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT, or
+JOB_COMPLETION_INDEX with --parts N) converts a deterministic slice into
+OUT/part-I/; "sluice merge OUT" joins the parts.
+
+A conversion that is interrupted resumes where it stopped when run again with
+the same arguments. A JSON report (convert-report.json) is written next to
+the index.`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("convert: not implemented yet")
+			opts, err := f.options(args[0], args[1], os.Getenv)
+			if err != nil {
+				return err
+			}
+			opts.Registry = e.registry
+			stopProgress := startConvertProgress(e.stderr, f.progress, opts)
+			rep, err := convert.Run(cmd.Context(), opts)
+			stopProgress()
+			if rep != nil {
+				if f.jsonReport {
+					if jerr := writeJSON(e.stdout, rep); jerr != nil {
+						return errors.Join(err, jerr)
+					}
+				} else if serr := rep.Summary(e.stdout); serr != nil {
+					return errors.Join(err, serr)
+				}
+			}
+			if errors.Is(err, convert.ErrQualityGate) {
+				return &ExitError{Code: 3, Err: err}
+			}
+			return err
 		},
 	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.format, "format", "", "input format: "+strings.Join(input.Formats, ", ")+" (default: from the name)")
+	fl.StringVar(&f.columns, "columns", "", "output columns as name:encoding,... (default: all, inferred)")
+	fl.StringVar(&f.compression, "compression", "", "shard compression: zstd, zstd:7, gz:5, br, bz2, snappy (default none)")
+	fl.StringVar(&f.hashes, "hashes", "", "comma-separated hash algorithms for the index (e.g. sha1,xxh64)")
+	fl.StringVar(&f.sizeLimit, "size-limit", "64mb", `shard size limit ("64mb", "1.5kb", bytes; "0" or "none" for no limit)`)
+	fl.StringArrayVar(&f.fetch, "fetch", nil, "fetch and embed the objects a URL column names: COLUMN[:encoding] (repeatable)")
+	fl.IntVar(&f.fetchConcurrency, "fetch-concurrency", 0, "fetches in flight (default 256)")
+	fl.IntVar(&f.fetchPerHost, "fetch-per-host", 0, "fetches in flight per host (default 64)")
+	fl.IntVar(&f.fetchAttempts, "fetch-attempts", 0, "tries per object (default 4)")
+	fl.DurationVar(&f.fetchTimeout, "fetch-timeout", 0, "timeout of one fetch attempt (default 60s)")
+	fl.IntVar(&f.maxSide, "max-side", 0, "scale fetched images so the longer side is at most this many pixels (JPEG output)")
+	fl.IntVar(&f.jpegQuality, "jpeg-quality", 0, "re-encode fetched images as JPEG at this quality (1-100)")
+	fl.Float64Var(&f.minSuccess, "min-success-rate", 0, "fail (exit 3, no index.json) when fewer fetches succeed than this share (0-1)")
+	fl.BoolVar(&f.skipInvalid, "skip-invalid", false, "skip records whose values do not fit their columns instead of failing")
+	fl.StringVar(&f.part, "part", "", "convert part I of N (I/N) into OUT/part-I/")
+	fl.IntVar(&f.parts, "parts", 0, "number of parts when the part index comes from JOB_COMPLETION_INDEX")
+	fl.IntVar(&f.workers, "workers", 0, "parallel workers (default: all cores)")
+	fl.IntVar(&f.inferRows, "infer-rows", 0, "records looked at to infer columns (default 1000)")
+	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (bars on a terminal, lines otherwise), bar, plain, none")
+	fl.BoolVar(&f.jsonReport, "json", false, "print the report as JSON instead of the summary")
+	return cmd
+}
+
+// options maps the flags onto convert.Options.
+func (f *convertFlags) options(in, out string, getenv func(string) string) (*convert.Options, error) {
+	o := &convert.Options{
+		Input: in, Output: out, Format: f.format, Compression: f.compression,
+		FetchConcurrency: f.fetchConcurrency, FetchPerHost: f.fetchPerHost, FetchAttempts: f.fetchAttempts,
+		FetchTimeout: f.fetchTimeout, MaxSide: f.maxSide, JPEGQuality: f.jpegQuality,
+		MinSuccessRate: f.minSuccess, SkipInvalid: f.skipInvalid, Workers: f.workers, InferRows: f.inferRows,
+	}
+	if f.columns != "" {
+		cols, err := convert.ParseColumns(f.columns)
+		if err != nil {
+			return nil, err
+		}
+		o.Columns = cols
+	}
+	for _, h := range strings.Split(f.hashes, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			o.Hashes = append(o.Hashes, h)
+		}
+	}
+	limit, err := parseSize(f.sizeLimit)
+	if err != nil {
+		return nil, err
+	}
+	o.SizeLimit = limit
+	if limit == 0 {
+		o.SizeLimit = -1
+	}
+	for _, s := range f.fetch {
+		fc, err := convert.ParseFetch(s)
+		if err != nil {
+			return nil, err
+		}
+		o.Fetch = append(o.Fetch, fc)
+	}
+	part, err := resolvePart(f.part, f.parts, getenv)
+	if err != nil {
+		return nil, err
+	}
+	o.Part = part
+	return o, nil
+}
+
+// parseSize parses a size as MosaicML's writer does: bytes, or a number
+// with a unit b, kb, mb, gb, tb (powers of 1024; fractions allowed).
+func parseSize(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	if t == "" || t == "none" || t == "0" {
+		return 0, nil
+	}
+	mult := 1.0
+	for i, u := range []string{"tb", "gb", "mb", "kb", "b"} {
+		if strings.HasSuffix(t, u) {
+			t = strings.TrimSpace(strings.TrimSuffix(t, u))
+			for range 4 - i {
+				mult *= 1024
+			}
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v < 0 || v*mult >= 1<<32 {
+		return 0, fmt.Errorf("convert: bad size %q: want bytes below 4 GiB, optionally with kb/mb/gb", s)
+	}
+	return int64(v * mult), nil
+}
+
+// resolvePart picks the part from --part, then Slurm array variables, then
+// a Kubernetes Indexed Job's JOB_COMPLETION_INDEX with --parts.
+func resolvePart(flag string, parts int, getenv func(string) string) (input.Part, error) {
+	if flag != "" {
+		is, ns, ok := strings.Cut(flag, "/")
+		i, err1 := strconv.Atoi(is)
+		n, err2 := strconv.Atoi(ns)
+		if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
+			return input.Part{}, fmt.Errorf("convert: bad --part %q: want I/N with 0 <= I < N", flag)
+		}
+		return input.Part{Index: i, Count: n}, nil
+	}
+	if id, cnt := getenv("SLURM_ARRAY_TASK_ID"), getenv("SLURM_ARRAY_TASK_COUNT"); id != "" && cnt != "" {
+		i, err1 := strconv.Atoi(id)
+		n, err2 := strconv.Atoi(cnt)
+		lo := 0
+		if m := getenv("SLURM_ARRAY_TASK_MIN"); m != "" {
+			v, err := strconv.Atoi(m)
+			if err != nil {
+				return input.Part{}, fmt.Errorf("convert: bad SLURM_ARRAY_TASK_MIN %q", m)
+			}
+			lo = v
+		}
+		i -= lo
+		if err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
+			return input.Part{}, fmt.Errorf("convert: bad Slurm array task %q of %q (min %d)", id, cnt, lo)
+		}
+		return input.Part{Index: i, Count: n}, nil
+	}
+	if id := getenv("JOB_COMPLETION_INDEX"); id != "" && parts > 0 {
+		i, err := strconv.Atoi(id)
+		if err != nil || i < 0 || i >= parts {
+			return input.Part{}, fmt.Errorf("convert: JOB_COMPLETION_INDEX %q outside 0..%d", id, parts-1)
+		}
+		return input.Part{Index: i, Count: parts}, nil
+	}
+	if parts > 0 {
+		return input.Part{}, errors.New("convert: --parts needs JOB_COMPLETION_INDEX (a Kubernetes Indexed Job); use --part I/N otherwise")
+	}
+	return input.Part{}, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	b, err := jsonMarshalIndent(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
 }

@@ -1,0 +1,666 @@
+package convert
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluicedata/sluice/convert/fetch"
+	"github.com/sluicedata/sluice/convert/input"
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/format/compress"
+	"github.com/sluicedata/sluice/format/hashing"
+	"github.com/sluicedata/sluice/storage"
+)
+
+// ErrQualityGate is returned (wrapped) when a conversion finishes below
+// its minimum fetch success rate.
+var ErrQualityGate = errors.New("convert: quality gate failed")
+
+// Run converts opts.Input into an MDS dataset at opts.Output and returns
+// the report, which is also stored next to the index. On failure the
+// shards committed so far and the journal stay, and a new Run with the same
+// options resumes after them.
+func Run(ctx context.Context, opts *Options) (*Report, error) {
+	start := time.Now()
+	r, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	out, err := r.Registry.Open(ctx, r.Output)
+	if err != nil {
+		return nil, fmt.Errorf("convert: output: %w", err)
+	}
+	defer out.Close()
+
+	cols, err := resolveColumns(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	lay, err := newLayout(cols)
+	if err != nil {
+		return nil, err
+	}
+	fp := fingerprint(r, lay)
+	resume, err := loadJournal(ctx, out, r.prefix, fp)
+	if err != nil {
+		return nil, err
+	}
+
+	src, err := input.Open(ctx, r.Input, &input.Options{Registry: r.Registry, Format: r.Format, Part: r.Part, TempDir: r.TempDir})
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+
+	var fetcher *fetch.Fetcher
+	if len(r.Fetch) > 0 {
+		if fetcher, err = r.newFetcher(); err != nil {
+			return nil, err
+		}
+		defer fetcher.Close()
+		for col := range r.fetchIdx {
+			if _, ok := lay.index[col]; !ok {
+				return nil, fmt.Errorf("convert: --fetch column %q is not a column of the output", col)
+			}
+		}
+	}
+
+	p := &pipeline{r: r, lay: lay, src: src, out: out, fetcher: fetcher, fp: fp, resume: resume, start: start}
+	if err := p.run(ctx); err != nil {
+		return nil, err
+	}
+	return p.finish(ctx)
+}
+
+// resolveColumns settles the output columns: given ones, the source's
+// schema, or inference over the first records of the whole input (all
+// parts infer from the same records, so they agree).
+func resolveColumns(ctx context.Context, r *resolved) ([]input.Column, error) {
+	src, err := input.Open(ctx, r.Input, &input.Options{Registry: r.Registry, Format: r.Format, TempDir: r.TempDir})
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	known := src.Columns()
+	cols := known
+	if len(r.Columns) > 0 {
+		byName := map[string]string{}
+		for _, c := range known {
+			byName[c.Name] = c.Encoding
+		}
+		cols = make([]input.Column, len(r.Columns))
+		for i, c := range r.Columns {
+			cols[i] = c
+			if cols[i].Encoding == "" {
+				cols[i].Encoding = byName[c.Name]
+			}
+		}
+	}
+	for i := range cols {
+		if enc, ok := r.fetchIdx[cols[i].Name]; ok {
+			cols[i].Encoding = enc
+		}
+	}
+	needInfer := len(cols) == 0
+	for _, c := range cols {
+		if c.Encoding == "" {
+			needInfer = true
+		}
+	}
+	if !needInfer {
+		return cols, nil
+	}
+	inferred, err := inferColumns(ctx, src, cols, r.InferRows)
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Columns) > 0 {
+		inferred = inferred[:len(cols)] // only the requested columns
+	}
+	for i := range inferred {
+		if enc, ok := r.fetchIdx[inferred[i].Name]; ok {
+			inferred[i].Encoding = enc
+		}
+	}
+	return inferred, nil
+}
+
+// batch is one unit of work: input items in, records (or skip reasons)
+// out.
+type batch struct {
+	seq     int64
+	items   []input.Item
+	records [][]byte // nil where the item was skipped
+	reasons []string // skip reason where records[i] is nil
+	fetched int      // fetches attempted
+	fetchOK int
+}
+
+// shardJob is one shard cut by the sequencer, to be built and committed.
+type shardJob struct {
+	index   int
+	records [][]byte
+	bytes   int64 // sum of record lengths
+	next    int64 // input position after the shard
+	stats   Stats // figures up to next (this shard not yet counted)
+	done    chan shardResult
+}
+
+type shardResult struct {
+	info    format.ShardInfo
+	file    []byte // stored file (compressed or raw)
+	rawSize int64
+	err     error
+}
+
+type pipeline struct {
+	r       *resolved
+	lay     *layout
+	src     input.Source
+	out     storage.Bucket
+	fetcher *fetch.Fetcher
+	fp      string
+	resume  *resumeState
+	start   time.Time
+
+	config []byte // the shard header's config JSON
+	comp   *compress.Compressor
+
+	// Figures read by the progress goroutine.
+	read, written, skipped, bytes atomic.Int64
+	shards                        atomic.Int64
+
+	// Set by the sequencer and committer; read after the pipeline ends.
+	infos             []format.ShardInfo
+	stats             Stats // figures taken over from the journal
+	final             Stats // the sequencer's final figures
+	cumRaw, cumStored int64
+}
+
+func (p *pipeline) shardTemplate() format.ShardInfo {
+	return format.ShardInfo{
+		Format: "mds", Version: 2,
+		ColumnEncodings: p.lay.encodings(), ColumnNames: p.lay.names(), ColumnSizes: p.lay.sizes(),
+		Compression: p.r.Compression, Hashes: p.r.hashes, SizeLimit: p.r.sizeLimit,
+	}
+}
+
+func (p *pipeline) run(ctx context.Context) error {
+	tmpl := p.shardTemplate()
+	p.config = format.AppendConfig(nil, &tmpl)
+	if p.r.Compression != "" {
+		c, err := compress.NewCompressor(p.r.Compression)
+		if err != nil {
+			return fmt.Errorf("convert: %w", err)
+		}
+		defer c.Close()
+		p.comp = c
+	}
+	p.infos = append([]format.ShardInfo(nil), p.resume.shards...)
+	p.stats = p.resume.stats.clone()
+	p.cumRaw, p.cumStored = p.stats.RawBytes, p.stats.StoredBytes
+	p.read.Store(p.stats.SamplesIn)
+	p.written.Store(p.stats.SamplesOut)
+	p.skipped.Store(p.stats.skipped())
+	p.bytes.Store(p.stats.StoredBytes)
+	p.shards.Store(int64(len(p.infos)))
+
+	g, ctx := errgroup.WithContext(ctx)
+	workers := p.r.Workers
+	if p.fetcher != nil {
+		// Enough batches in flight to keep the fetch pool busy.
+		workers = max(workers, 2*p.fetcher.Concurrency()/p.r.BatchSize+p.r.Workers)
+	}
+	window := make(chan struct{}, 2*workers) // batches between reader and sequencer
+	work := make(chan *batch, workers)
+	results := make(chan *batch, workers)
+	commits := make(chan *shardJob, p.r.Workers+1)
+	buildSem := make(chan struct{}, p.r.Workers)
+
+	stopProgress := p.startProgress()
+	defer stopProgress()
+
+	g.Go(func() error { // reader
+		defer close(work)
+		skip := p.resume.next
+		var seq int64
+		for {
+			items, err := p.src.Read(ctx, nil, p.r.BatchSize)
+			if skip > 0 && len(items) > 0 {
+				n := int(min(skip, int64(len(items))))
+				items = items[n:]
+				skip -= int64(n)
+			}
+			if len(items) > 0 {
+				select {
+				case window <- struct{}{}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				select {
+				case work <- &batch{seq: seq, items: items}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				seq++
+			}
+			if err == io.EOF {
+				if skip > 0 {
+					return fmt.Errorf("convert: the input has fewer records than the journal of %s says were converted; it changed since the interrupted run", p.out.URL(p.r.prefix))
+				}
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+	})
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		g.Go(func() error {
+			defer wg.Done()
+			row := make([]input.Value, len(p.lay.cols))
+			for b := range work {
+				if err := p.process(ctx, b, row); err != nil {
+					return err
+				}
+				select {
+				case results <- b:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		})
+	}
+	g.Go(func() error { wg.Wait(); close(results); return nil })
+	g.Go(func() error { // sequencer
+		defer close(commits)
+		return p.sequence(ctx, results, window, commits, buildSem)
+	})
+	g.Go(func() error { // committer
+		for job := range commits {
+			var res shardResult
+			select {
+			case res = <-job.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if res.err != nil {
+				return res.err
+			}
+			if err := p.commit(ctx, job, &res); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+// process decodes, fetches and encodes one batch.
+func (p *pipeline) process(ctx context.Context, b *batch, row []input.Value) error {
+	ncols := len(p.lay.cols)
+	fetching := p.fetcher != nil
+	var rows []input.Value
+	if fetching {
+		rows = make([]input.Value, len(b.items)*ncols)
+	}
+	b.records = make([][]byte, len(b.items))
+	b.reasons = make([]string, len(b.items))
+	arena := make([]byte, 0, 64<<10)
+	encode := func(i int, vals []input.Value) error {
+		start := len(arena)
+		rec, err := p.lay.appendRecord(arena, vals)
+		if err != nil {
+			if p.r.SkipInvalid {
+				b.reasons[i] = "invalid"
+				return nil
+			}
+			return fmt.Errorf("convert: %s: %w", b.items[i].Loc(), err)
+		}
+		// If the arena grew, earlier records keep pointing into the old
+		// array, which stays valid.
+		arena = rec
+		b.records[i] = arena[start:len(arena):len(arena)]
+		return nil
+	}
+	for i := range b.items {
+		vals := row
+		if fetching {
+			vals = rows[i*ncols : (i+1)*ncols]
+		}
+		clear(vals)
+		err := p.src.Decode(ctx, &b.items[i], func(name []byte, v input.Value) error {
+			if k, ok := p.lay.index[string(name)]; ok {
+				vals[k] = v
+			}
+			return nil
+		})
+		if err != nil {
+			if p.r.SkipInvalid && !errors.Is(err, context.Canceled) {
+				b.reasons[i] = "invalid"
+				continue
+			}
+			return fmt.Errorf("convert: %w", err)
+		}
+		if !fetching {
+			if err := encode(i, vals); err != nil {
+				return err
+			}
+		}
+	}
+	if !fetching {
+		return nil
+	}
+	if err := p.fetchBatch(ctx, b, rows); err != nil {
+		return err
+	}
+	for i := range b.items {
+		if b.reasons[i] != "" {
+			continue
+		}
+		if err := encode(i, rows[i*ncols:(i+1)*ncols]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fetchBatch fetches the URL columns of every row of b concurrently
+// (bounded by the Fetcher) and replaces each URL by the fetched bytes.
+// Rows with a failed fetch are marked skipped with the failure's reason.
+func (p *pipeline) fetchBatch(ctx context.Context, b *batch, rows []input.Value) error {
+	ncols := len(p.lay.cols)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range b.items {
+		if b.reasons[i] != "" {
+			continue
+		}
+		for col := range p.r.fetchIdx {
+			k := p.lay.index[col]
+			v := &rows[i*ncols+k]
+			b.fetched++
+			if v.Kind != input.String && v.Kind != input.Text {
+				b.reasons[i] = "bad_url"
+				continue
+			}
+			url := string(v.Bytes)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				data, err := p.fetcher.Fetch(ctx, url)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					if b.reasons[i] == "" {
+						b.reasons[i] = fetch.Reason(err)
+					}
+					return
+				}
+				b.fetchOK++
+				*v = input.Value{Kind: input.Bytes, Bytes: data}
+			}()
+		}
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+// sequence takes batches in input order, assigns records to shards with
+// MosaicML's size accounting and hands complete shards to builders.
+func (p *pipeline) sequence(ctx context.Context, results <-chan *batch, window <-chan struct{}, commits chan<- *shardJob, buildSem chan struct{}) error {
+	pending := map[int64]*batch{}
+	var next int64
+	stats := p.stats.clone()
+	pos := p.resume.next
+	shard := len(p.infos)
+	base := int64(8 + len(p.config))
+	size := base
+	var recs [][]byte
+	var recBytes int64
+
+	flush := func() error {
+		job := &shardJob{index: shard, records: recs, bytes: recBytes, next: pos, stats: stats.clone(), done: make(chan shardResult, 1)}
+		select {
+		case buildSem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		go func() {
+			defer func() { <-buildSem }()
+			job.done <- p.build(job)
+		}()
+		select {
+		case commits <- job:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		shard++
+		recs, recBytes, size = nil, 0, base
+		return nil
+	}
+	for b := range results {
+		pending[b.seq] = b
+		for {
+			cur, ok := pending[next]
+			if !ok {
+				break
+			}
+			delete(pending, next)
+			next++
+			<-window
+			for i, rec := range cur.records {
+				if rec == nil {
+					stats.Failures[cur.reasons[i]]++
+					stats.SamplesIn++
+					pos++
+					p.read.Add(1)
+					p.skipped.Add(1)
+					continue
+				}
+				n := int64(len(rec))
+				if p.r.sizeLimit > 0 && size+n+4 > p.r.sizeLimit {
+					// MosaicML flushes before a record that does not fit,
+					// even when the shard is empty (spec section 6.3).
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+				if size+n+4 > maxShardBytes {
+					return fmt.Errorf("convert: %s: shard %d would exceed 4 GiB; set a size limit", cur.items[i].Loc(), shard)
+				}
+				recs = append(recs, rec)
+				recBytes += n
+				size += n + 4
+				stats.SamplesIn++
+				stats.SamplesOut++
+				pos++
+				p.read.Add(1)
+			}
+			stats.FetchAttempted += int64(cur.fetched)
+			stats.FetchSucceeded += int64(cur.fetchOK)
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	p.final = stats // read after the pipeline's Wait
+	if len(recs) > 0 {
+		return flush()
+	}
+	return nil
+}
+
+// build assembles, hashes and compresses one shard (spec sections 3.1,
+// 6.4). It runs on its own goroutine, several at once.
+func (p *pipeline) build(job *shardJob) shardResult {
+	n := len(job.records)
+	head := 4 + 4*(n+1)
+	total := int64(head) + int64(len(p.config)) + job.bytes
+	if total > maxShardBytes {
+		return shardResult{err: fmt.Errorf("convert: shard %d would be %d bytes, over the 4 GiB MDS limit", job.index, total)}
+	}
+	raw := make([]byte, total)
+	le := binary.LittleEndian
+	le.PutUint32(raw, uint32(n))
+	copy(raw[head:], p.config)
+	off := head + len(p.config)
+	for j, rec := range job.records {
+		le.PutUint32(raw[4+4*j:], uint32(off))
+		off += copy(raw[off:], rec)
+	}
+	le.PutUint32(raw[4+4*n:], uint32(off))
+
+	info := p.shardTemplate()
+	info.Samples = n
+	name := fmt.Sprintf("shard.%05d.mds", job.index)
+	hs, err := hashing.SumAll(p.r.hashes, raw)
+	if err != nil {
+		return shardResult{err: fmt.Errorf("convert: %w", err)}
+	}
+	info.RawData = format.FileInfo{Basename: name, Bytes: total, Hashes: hs}
+	file := raw
+	if p.comp != nil {
+		file, err = p.comp.Compress(nil, raw)
+		if err != nil {
+			return shardResult{err: fmt.Errorf("convert: compress shard %d: %w", job.index, err)}
+		}
+		zh, err := hashing.SumAll(p.r.hashes, file)
+		if err != nil {
+			return shardResult{err: fmt.Errorf("convert: %w", err)}
+		}
+		info.ZipData = &format.FileInfo{Basename: name + "." + p.r.compSpec.Family, Bytes: int64(len(file)), Hashes: zh}
+	}
+	return shardResult{info: info, file: file, rawSize: total}
+}
+
+// commit stores a built shard and then its journal entry, in shard order.
+func (p *pipeline) commit(ctx context.Context, job *shardJob, res *shardResult) error {
+	stored := res.info.RawData.Basename
+	if res.info.ZipData != nil {
+		stored = res.info.ZipData.Basename
+	}
+	if err := putObject(ctx, p.out, p.r.prefix+stored, res.file, "application/octet-stream"); err != nil {
+		return err
+	}
+	p.cumRaw += res.rawSize
+	p.cumStored += int64(len(res.file))
+	st := job.stats
+	st.Shards, st.RawBytes, st.StoredBytes = job.index+1, p.cumRaw, p.cumStored
+	one := format.AppendIndex(nil, &format.Index{Shards: []format.ShardInfo{res.info}})
+	e := &journalEntry{
+		Version: journalVersion, Fingerprint: p.fp, Shard: job.index, Next: job.next,
+		Stats: st, ElapsedSec: p.resume.elapsed + time.Since(p.start).Seconds(), Index: string(one),
+	}
+	if err := writeJournal(ctx, p.out, p.r.prefix, e); err != nil {
+		return err
+	}
+	p.infos = append(p.infos, res.info)
+	p.written.Store(st.SamplesOut)
+	p.bytes.Store(st.StoredBytes)
+	p.shards.Store(int64(len(p.infos)))
+	return nil
+}
+
+// startProgress calls Options.Progress periodically until the returned
+// function is called.
+func (p *pipeline) startProgress() (stop func()) {
+	if p.r.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(p.r.ProgressInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				p.r.Progress(p.snapshot(false))
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func (p *pipeline) snapshot(final bool) Progress {
+	return Progress{
+		SamplesIn: p.read.Load(), SamplesOut: p.written.Load(), Skipped: p.skipped.Load(),
+		Shards: int(p.shards.Load()), Bytes: p.bytes.Load(), Elapsed: time.Since(p.start), Done: final,
+	}
+}
+
+// finish writes index.json (unless the quality gate failed), the report,
+// and removes the journal.
+func (p *pipeline) finish(ctx context.Context) (*Report, error) {
+	final := p.final
+	final.Shards, final.RawBytes, final.StoredBytes = len(p.infos), p.cumRaw, p.cumStored
+	if final.Failures == nil {
+		final.Failures = map[string]int64{}
+	}
+	rep := &Report{
+		Input: p.r.Input, Output: p.out.URL(p.r.prefix), Columns: p.columns(),
+		Compression: p.r.Compression, Hashes: p.r.hashes, SizeLimit: p.r.sizeLimit,
+		Stats: final, MinSuccessRate: p.r.MinSuccessRate,
+		Seconds:       p.resume.elapsed + time.Since(p.start).Seconds(),
+		ResumedShards: len(p.resume.shards),
+	}
+	if p.r.Part.Count > 1 {
+		part := p.r.Part
+		rep.Part = &part
+	}
+	rep.finish()
+	if p.r.Progress != nil {
+		p.r.Progress(p.snapshot(true))
+	}
+	reportKey := p.r.prefix + ReportFile
+	if p.r.Part.Count > 1 {
+		reportKey = fmt.Sprintf("%s%d.json", ReportPartPrefix, p.r.Part.Index)
+	}
+	if !rep.Passed {
+		if err := writeReport(ctx, p.out, reportKey, rep); err != nil {
+			return rep, err
+		}
+		return rep, fmt.Errorf("%w: %d of %d fetches succeeded (%.2f%%), below the minimum %.2f%%; index.json not written",
+			ErrQualityGate, rep.FetchSucceeded, rep.FetchAttempted, 100*rep.FetchSuccessRate, 100*rep.MinSuccessRate)
+	}
+	idx := format.AppendIndex(nil, &format.Index{Shards: p.infos})
+	if err := putObject(ctx, p.out, p.r.prefix+format.IndexFile, idx, "application/json"); err != nil {
+		return rep, err
+	}
+	if err := writeReport(ctx, p.out, reportKey, rep); err != nil {
+		return rep, err
+	}
+	if err := removeJournal(ctx, p.out, p.r.prefix, len(p.infos)); err != nil {
+		return rep, err
+	}
+	if p.r.Part.Count > 1 {
+		if _, err := combineReports(ctx, p.out, p.r.Part.Count); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+func (p *pipeline) columns() []input.Column {
+	out := make([]input.Column, len(p.lay.cols))
+	for i, c := range p.lay.cols {
+		out[i] = input.Column{Name: c.name, Encoding: c.enc.String()}
+	}
+	return out
+}

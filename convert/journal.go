@@ -1,0 +1,216 @@
+package convert
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/storage"
+)
+
+// JournalDir is the directory (under the part's output) of the progress
+// journal: one small object per committed shard, written after the shard
+// itself, removed once index.json is written. A restarted conversion
+// resumes after the last shard whose journal entry and file are intact.
+const JournalDir = ".sluice-convert"
+
+// maxJournalBytes bounds one journal object.
+const maxJournalBytes = 64 << 20
+
+// journalVersion changes whenever the meaning of a journal entry changes.
+const journalVersion = 1
+
+// Stats are the cumulative figures of a conversion.
+type Stats struct {
+	// SamplesIn counts input records of this part, skipped ones included.
+	SamplesIn int64 `json:"samples_in"`
+	// SamplesOut counts records written.
+	SamplesOut int64 `json:"samples_out"`
+	// Failures counts skipped records by reason.
+	Failures map[string]int64 `json:"failures"`
+	// FetchAttempted and FetchSucceeded count URL fetches.
+	FetchAttempted int64 `json:"fetch_attempted"`
+	FetchSucceeded int64 `json:"fetch_succeeded"`
+	// Shards counts shards written.
+	Shards int `json:"shards"`
+	// RawBytes sums the uncompressed shard sizes; StoredBytes the sizes of
+	// the files actually stored.
+	RawBytes    int64 `json:"raw_bytes"`
+	StoredBytes int64 `json:"stored_bytes"`
+}
+
+func (s *Stats) clone() Stats {
+	c := *s
+	c.Failures = make(map[string]int64, len(s.Failures))
+	for k, v := range s.Failures {
+		c.Failures[k] = v
+	}
+	return c
+}
+
+func (s *Stats) skipped() int64 {
+	var n int64
+	for _, v := range s.Failures {
+		n += v
+	}
+	return n
+}
+
+// journalEntry is the record of one committed shard.
+type journalEntry struct {
+	Version     int     `json:"version"`
+	Fingerprint string  `json:"fingerprint"`
+	Shard       int     `json:"shard"`
+	Next        int64   `json:"next"` // input position (part-local) after the shard
+	Stats       Stats   `json:"stats"`
+	ElapsedSec  float64 `json:"elapsed_s"`
+	Index       string  `json:"index"` // index.json text with this one shard entry
+}
+
+func journalKey(prefix string, shard int) string {
+	return fmt.Sprintf("%s%s/shard.%08d", prefix, JournalDir, shard)
+}
+
+// fingerprint identifies everything that determines the output bytes, so
+// a restart with other settings cannot splice two different conversions.
+func fingerprint(r *resolved, l *layout) string {
+	v := struct {
+		V           int
+		Input       string
+		Format      string
+		Names, Encs []string
+		Compression string
+		Hashes      []string
+		SizeLimit   int64
+		Part        [2]int
+		Fetch       map[string]string
+		MaxSide     int
+		JPEGQuality int
+		SkipInvalid bool
+	}{journalVersion, r.Input, r.Format, l.names(), l.encodings(), r.Compression, r.hashes, r.sizeLimit,
+		[2]int{r.Part.Index, r.Part.Count}, r.fetchIdx, r.MaxSide, r.JPEGQuality, r.SkipInvalid}
+	b, _ := json.Marshal(v) // plain data: cannot fail
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// resumeState is what a restarted conversion takes over from its journal.
+type resumeState struct {
+	shards  []format.ShardInfo
+	next    int64
+	stats   Stats
+	elapsed float64
+}
+
+// loadJournal reads the journal under prefix and returns the longest run
+// of shards 0..k-1 whose entries match fp and whose files are intact.
+// Entries after the run are deleted (their shards will be rewritten).
+func loadJournal(ctx context.Context, b storage.Bucket, prefix, fp string) (*resumeState, error) {
+	st := &resumeState{}
+	var keys []string
+	sizes := map[string]int64{}
+	err := b.List(ctx, prefix, func(o storage.ObjectInfo) error {
+		rest := strings.TrimPrefix(o.Key, prefix)
+		if strings.HasPrefix(rest, JournalDir+"/") {
+			keys = append(keys, o.Key)
+		} else {
+			sizes[rest] = o.Size
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, storage.ErrNotExist) {
+		return nil, fmt.Errorf("convert: list output: %w", err)
+	}
+	if len(keys) == 0 {
+		if _, ok := sizes[format.IndexFile]; ok {
+			return nil, fmt.Errorf("convert: %s already holds a finished dataset; choose another output or remove it", b.URL(prefix+format.IndexFile))
+		}
+		return st, nil
+	}
+	valid := 0
+	for i, key := range keys { // List returns lexical order: shard.00000000, ...
+		if key != journalKey(prefix, i) {
+			break
+		}
+		raw, err := storage.ReadAll(ctx, b, key, maxJournalBytes)
+		if err != nil {
+			return nil, fmt.Errorf("convert: read journal: %w", err)
+		}
+		var e journalEntry
+		if err := json.Unmarshal(raw, &e); err != nil || e.Version != journalVersion || e.Shard != i {
+			break // a torn or foreign entry ends the usable run
+		}
+		if e.Fingerprint != fp {
+			return nil, fmt.Errorf("convert: %s holds an unfinished conversion with other settings or input; rerun with the same settings, or remove it", b.URL(prefix))
+		}
+		idx, err := format.ParseIndex([]byte(e.Index))
+		if err != nil || len(idx.Shards) != 1 {
+			break
+		}
+		sh := idx.Shards[0]
+		intact := true
+		for _, fi := range sh.Files() {
+			if sizes[fi.Basename] != fi.Bytes {
+				intact = false
+			}
+		}
+		if !intact {
+			break
+		}
+		st.shards = append(st.shards, sh)
+		st.next, st.stats, st.elapsed = e.Next, e.Stats, e.ElapsedSec
+		valid = i + 1
+	}
+	for _, key := range keys[valid:] {
+		if err := b.Delete(ctx, key); err != nil && !errors.Is(err, storage.ErrNotExist) {
+			return nil, fmt.Errorf("convert: clean journal: %w", err)
+		}
+	}
+	if st.stats.Failures == nil {
+		st.stats.Failures = map[string]int64{}
+	}
+	return st, nil
+}
+
+func writeJournal(ctx context.Context, b storage.Bucket, prefix string, e *journalEntry) error {
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("convert: journal: %w", err)
+	}
+	return putObject(ctx, b, journalKey(prefix, e.Shard), raw, "application/json")
+}
+
+func removeJournal(ctx context.Context, b storage.Bucket, prefix string, shards int) error {
+	for k := 0; k < shards; k++ {
+		if err := b.Delete(ctx, journalKey(prefix, k)); err != nil && !errors.Is(err, storage.ErrNotExist) {
+			return fmt.Errorf("convert: remove journal: %w", err)
+		}
+	}
+	return nil
+}
+
+// putObject stores data under key; the object appears only once complete.
+func putObject(ctx context.Context, b storage.Bucket, key string, data []byte, contentType string) (err error) {
+	// Cancelling the writer's context before Close aborts the object, so
+	// a failed write never leaves a partial one.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := b.NewWriter(wctx, key, &storage.WriteOptions{ContentType: contentType})
+	if err != nil {
+		return fmt.Errorf("convert: write %s: %w", b.URL(key), err)
+	}
+	if _, err := w.Write(data); err != nil {
+		cancel()
+		_ = w.Close()
+		return fmt.Errorf("convert: write %s: %w", b.URL(key), err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("convert: write %s: %w", b.URL(key), err)
+	}
+	return nil
+}

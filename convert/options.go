@@ -1,0 +1,258 @@
+package convert
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicedata/sluice/convert/fetch"
+	"github.com/sluicedata/sluice/convert/input"
+	"github.com/sluicedata/sluice/format/compress"
+	"github.com/sluicedata/sluice/format/hashing"
+	"github.com/sluicedata/sluice/storage"
+)
+
+// DefaultSizeLimit is MosaicML's default shard size limit (64 MiB).
+const DefaultSizeLimit = 1 << 26
+
+// maxShardBytes is the largest shard file MDS can describe (u32 offsets).
+const maxShardBytes = 1<<32 - 1
+
+// FetchColumn names a column whose values are URLs to fetch and embed.
+type FetchColumn struct {
+	// Column holds the URLs.
+	Column string
+	// Encoding is the encoding of the fetched bytes; "" means "jpeg" when
+	// images are re-encoded, otherwise "bytes".
+	Encoding string
+}
+
+// ParseFetch parses a --fetch value, "COLUMN[:encoding]".
+func ParseFetch(s string) (FetchColumn, error) {
+	name, enc, _ := strings.Cut(s, ":")
+	if name == "" {
+		return FetchColumn{}, fmt.Errorf("convert: bad --fetch %q: want COLUMN[:encoding]", s)
+	}
+	return FetchColumn{Column: name, Encoding: enc}, nil
+}
+
+// Options configures Run. Input, Output and Registry are required; every
+// other zero field means its documented default.
+type Options struct {
+	// Input names the data to convert: a local path or store URL of a file,
+	// a brace pattern of files, a glob, an image folder or an MDS dataset
+	// (see input.Open).
+	Input string
+	// Output is the dataset's directory: a local path or a store URL.
+	// With Part.Count > 1 the part is written under Output/part-I/.
+	Output string
+	// Registry opens input, output and fetched URLs.
+	Registry *storage.Registry
+	// Format forces the input format (input.Formats); "" infers it.
+	Format string
+
+	// Columns lists the output columns. Empty means every input field,
+	// with encodings from the input's schema or inferred from its first
+	// InferRows records. A column with an empty Encoding is inferred.
+	Columns []input.Column
+	// Compression is the shard compression ("zstd", "zstd:7", "gz:5", ...);
+	// "" means none.
+	Compression string
+	// Hashes lists the hash algorithms recorded for each shard file.
+	Hashes []string
+	// SizeLimit is the shard size limit in bytes; 0 means DefaultSizeLimit,
+	// negative means no limit (shards still stay below 4 GiB).
+	SizeLimit int64
+
+	// Fetch lists URL columns whose objects are fetched and embedded.
+	Fetch []FetchColumn
+	// FetchConcurrency bounds fetches in flight; 0 means
+	// fetch.DefaultConcurrency (256).
+	FetchConcurrency int
+	// FetchPerHost bounds fetches in flight per host; 0 means
+	// fetch.DefaultPerHost.
+	FetchPerHost int
+	// FetchAttempts is the tries per object; 0 means fetch.DefaultAttempts.
+	FetchAttempts int
+	// FetchTimeout bounds one attempt; 0 means fetch.DefaultTimeout.
+	FetchTimeout time.Duration
+	// FetchBaseDelay is the first backoff delay; 0 means
+	// fetch.DefaultBaseDelay.
+	FetchBaseDelay time.Duration
+	// MaxSide, if positive, scales fetched images down to at most this many
+	// pixels on the longer side (re-encoding them as JPEG).
+	MaxSide int
+	// JPEGQuality, if positive, re-encodes every fetched image as JPEG at
+	// this quality (1..100). With MaxSide alone the quality is 90.
+	JPEGQuality int
+	// MinSuccessRate fails the run when the share of fetches that succeed
+	// is below it (0..1). The shards and the report are kept, index.json is
+	// not written, so training cannot start on a failed conversion.
+	MinSuccessRate float64
+	// SkipInvalid skips records whose values do not fit their columns
+	// (counted under reason "invalid") instead of failing the run.
+	SkipInvalid bool
+
+	// Part converts a deterministic slice of the input (see input.Part).
+	Part input.Part
+
+	// Workers is the number of decode/encode/compress goroutines; 0 means
+	// GOMAXPROCS.
+	Workers int
+	// BatchSize is the number of input records per unit of work; 0 means
+	// 512 (32 when fetching).
+	BatchSize int
+	// InferRows is the number of records inference looks at; 0 means 1000.
+	InferRows int
+	// TempDir holds temporary copies of remote Parquet inputs; "" means
+	// os.TempDir().
+	TempDir string
+
+	// Progress, if set, is called with running figures every
+	// ProgressInterval (0 means one second) and once at the end, from a
+	// goroutine of Run's own.
+	Progress func(Progress)
+	// ProgressInterval is the period of Progress calls.
+	ProgressInterval time.Duration
+}
+
+// Progress is a snapshot of a running conversion.
+type Progress struct {
+	// SamplesIn counts input records read (including skipped ones and
+	// those a resumed run took from its journal).
+	SamplesIn int64
+	// SamplesOut counts records written to committed shards.
+	SamplesOut int64
+	// Skipped counts records dropped (failed fetches, invalid values).
+	Skipped int64
+	// Shards counts committed shards.
+	Shards int
+	// Bytes counts stored shard bytes (compressed where compression is on).
+	Bytes int64
+	// Elapsed is the time since Run started (this run only).
+	Elapsed time.Duration
+	// Done is true in the final call.
+	Done bool
+}
+
+type resolved struct {
+	Options
+	sizeLimit int64 // 0 = none
+	compSpec  compress.Spec
+	hashes    []string
+	prefix    string // key prefix of this part's files in the output bucket
+	fetchIdx  map[string]string
+}
+
+func (o *Options) resolve() (*resolved, error) {
+	if o == nil {
+		return nil, errors.New("convert: nil options")
+	}
+	r := &resolved{Options: *o}
+	if r.Input == "" || r.Output == "" {
+		return nil, errors.New("convert: input and output are required")
+	}
+	if r.Registry == nil {
+		return nil, errors.New("convert: Options.Registry is required")
+	}
+	switch {
+	case r.SizeLimit == 0:
+		r.sizeLimit = DefaultSizeLimit
+	case r.SizeLimit < 0:
+		r.sizeLimit = 0
+	case r.SizeLimit > maxShardBytes:
+		return nil, fmt.Errorf("convert: size limit %d must be below 4 GiB", r.SizeLimit)
+	default:
+		r.sizeLimit = r.SizeLimit
+	}
+	if r.Compression != "" {
+		spec, err := compress.Parse(r.Compression)
+		if err != nil {
+			return nil, fmt.Errorf("convert: %w", err)
+		}
+		r.compSpec = spec
+	}
+	r.hashes = append([]string(nil), r.Hashes...)
+	slices.Sort(r.hashes)
+	r.hashes = slices.Compact(r.hashes)
+	for _, h := range r.hashes {
+		if !hashing.Valid(h) {
+			return nil, fmt.Errorf("convert: unknown hash %q (known: %s)", h, strings.Join(hashing.Names(), ", "))
+		}
+	}
+	if p := r.Part; p.Count < 0 || (p.Count > 0 && (p.Index < 0 || p.Index >= p.Count)) {
+		return nil, fmt.Errorf("convert: bad part %d/%d", p.Index, p.Count)
+	}
+	if r.Part.Count > 1 {
+		r.prefix = PartDir(r.Part.Index, r.Part.Count) + "/"
+	}
+	if r.MinSuccessRate < 0 || r.MinSuccessRate > 1 {
+		return nil, fmt.Errorf("convert: min success rate %v outside 0..1", r.MinSuccessRate)
+	}
+	if r.Workers <= 0 {
+		r.Workers = runtime.GOMAXPROCS(0)
+	}
+	if r.BatchSize <= 0 {
+		r.BatchSize = 512
+		if len(r.Fetch) > 0 {
+			r.BatchSize = 32
+		}
+	}
+	if r.InferRows <= 0 {
+		r.InferRows = 1000
+	}
+	if r.ProgressInterval <= 0 {
+		r.ProgressInterval = time.Second
+	}
+	r.fetchIdx = map[string]string{}
+	for _, f := range r.Fetch {
+		enc := f.Encoding
+		if enc == "" {
+			enc = "bytes"
+			if r.JPEGQuality > 0 || r.MaxSide > 0 {
+				enc = "jpeg"
+			}
+		}
+		if _, dup := r.fetchIdx[f.Column]; dup {
+			return nil, fmt.Errorf("convert: --fetch names column %q twice", f.Column)
+		}
+		r.fetchIdx[f.Column] = enc
+	}
+	if r.JPEGQuality < 0 || r.JPEGQuality > 100 {
+		return nil, fmt.Errorf("convert: JPEG quality %d outside 1..100", r.JPEGQuality)
+	}
+	return r, nil
+}
+
+func (r *resolved) newFetcher() (*fetch.Fetcher, error) {
+	fo := &fetch.Options{
+		Registry:    r.Registry,
+		Concurrency: r.FetchConcurrency,
+		PerHost:     r.FetchPerHost,
+		Attempts:    r.FetchAttempts,
+		Timeout:     r.FetchTimeout,
+		BaseDelay:   r.FetchBaseDelay,
+	}
+	if r.MaxSide > 0 || r.JPEGQuality > 0 {
+		q := r.JPEGQuality
+		if q == 0 {
+			q = 90
+		}
+		t, err := fetch.ImageTransform(r.MaxSide, q, r.JPEGQuality > 0)
+		if err != nil {
+			return nil, fmt.Errorf("convert: %w", err)
+		}
+		fo.Transform = t
+	}
+	return fetch.New(fo)
+}
+
+// PartDir returns the directory name of part i of n: "part-I", with I
+// zero-padded to the width of n-1 so that directory order is part order.
+func PartDir(i, n int) string {
+	w := len(fmt.Sprint(max(n-1, 0)))
+	return fmt.Sprintf("part-%0*d", w, i)
+}
