@@ -25,6 +25,9 @@ type BenchOptions struct {
 	Parallel int
 	// Prefix is prepended to the benchmark's keys. Zero means "bench/".
 	Prefix string
+	// Writer, when not nil, stores the objects for a read-only bucket; the
+	// Write1MiB benchmark is then skipped.
+	Writer storage.Bucket
 }
 
 // RunBenchmarks runs the standard benchmarks on a writable bucket (see
@@ -57,10 +60,14 @@ func RunBenchmarksWith(b *testing.B, bkt storage.Bucket, opts *BenchOptions) {
 		o.Prefix = "bench/"
 	}
 	ctx := context.Background()
+	w := bkt
+	if o.Writer != nil {
+		w = o.Writer
+	}
 	keys := make([]string, o.Objects)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("%sshard.%05d.mds", o.Prefix, i)
-		Put(b, bkt, keys[i], Pattern(uint64(i), o.ObjectSize))
+		Put(b, w, keys[i], Pattern(uint64(i), o.ObjectSize))
 	}
 
 	b.Run("Download", func(b *testing.B) {
@@ -124,6 +131,9 @@ func RunBenchmarksWith(b *testing.B, bkt storage.Bucket, opts *BenchOptions) {
 		}
 	})
 
+	if o.Writer != nil {
+		return
+	}
 	b.Run("Write1MiB", func(b *testing.B) {
 		data := Pattern(99, 1<<20)
 		b.SetBytes(int64(len(data)))

@@ -1,0 +1,4 @@
+package httpstore
+
+// ParseContentRange exposes parseContentRange to the tests.
+var ParseContentRange = parseContentRange
