@@ -389,7 +389,7 @@ func (b *body) Read(p []byte) (int, error) {
 	}
 	return b.r.Read(p)
 }
-func (b *body) Close() error               { return b.rc.Close() }
+func (b *body) Close() error { return b.rc.Close() }
 
 // NewWriter implements storage.Bucket; it always fails with
 // storage.ErrReadOnly.
