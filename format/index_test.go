@@ -131,3 +131,52 @@ func TestAppendJSONStringUTF8(t *testing.T) {
 		t.Errorf("got %s want %s", got, want)
 	}
 }
+
+// FuzzParseIndex parses arbitrary index text; whatever parses must
+// re-encode to text that parses to the same entries.
+func FuzzParseIndex(f *testing.F) {
+	paths, _ := filepath.Glob(filepath.Join(fixtures, "*", "data", "index.json"))
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(`{"shards": [], "version": 2}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		idx, err := format.ParseIndex(b)
+		if err != nil {
+			if !errors.Is(err, format.ErrCorrupt) {
+				t.Fatalf("error %v does not match ErrCorrupt", err)
+			}
+			return
+		}
+		text := format.AppendIndex(nil, idx)
+		idx2, err := format.ParseIndex(text)
+		if err != nil {
+			t.Fatalf("re-encoded index does not parse: %v\n%s", err, text)
+		}
+		if again := format.AppendIndex(nil, idx2); !bytes.Equal(again, text) {
+			t.Fatalf("not stable:\n%s\n%s", text, again)
+		}
+	})
+}
+
+// FuzzParseJSON checks that the Python-compatible JSON parser never
+// panics and that re-encoded values parse again.
+func FuzzParseJSON(f *testing.F) {
+	f.Add([]byte(`{"b": [1, 2.5, null, true], "a": "\u00e9", "n": NaN, "i": -Infinity}`))
+	f.Add([]byte(`[[[[[]]]]]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := format.ParseJSON(b)
+		if err != nil {
+			return
+		}
+		text, err := format.AppendJSON(nil, v, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := format.ParseJSON(text); err != nil {
+			t.Fatalf("re-encoded %s does not parse: %v", text, err)
+		}
+	})
+}

@@ -189,23 +189,26 @@ func pixelsForMode(img image.Image, mode string) []byte {
 		}
 		return out
 	}
+	if n, ok := img.(*image.NRGBA); ok && mode == "RGBA" {
+		for y := r.Min.Y; y < r.Max.Y; y++ {
+			o := (y - r.Min.Y) * n.Stride
+			out = append(out, n.Pix[o:o+4*w]...)
+		}
+		return out
+	}
 	for y := r.Min.Y; y < r.Max.Y; y++ {
 		for x := r.Min.X; x < r.Max.X; x++ {
-			c := img.At(x, y)
+			cr, cg, cb, ca := nrgbaAt(img, x, y)
 			switch mode {
 			case "L":
-				n := color.NRGBA64Model.Convert(c).(color.NRGBA64)
-				out = append(out, byte(n.R>>8))
+				out = append(out, cr)
 			case "LA":
-				n := color.NRGBA64Model.Convert(c).(color.NRGBA64)
 				// Gray+alpha PNGs decode to NRGBA with R=G=B.
-				out = append(out, byte(n.R>>8), byte(n.A>>8))
+				out = append(out, cr, ca)
 			case "RGBA":
-				n := color.NRGBA64Model.Convert(c).(color.NRGBA64)
-				out = append(out, byte(n.R>>8), byte(n.G>>8), byte(n.B>>8), byte(n.A>>8))
+				out = append(out, cr, cg, cb, ca)
 			default: // RGB
-				n := color.NRGBA64Model.Convert(c).(color.NRGBA64)
-				out = append(out, byte(n.R>>8), byte(n.G>>8), byte(n.B>>8))
+				out = append(out, cr, cg, cb)
 			}
 		}
 	}
@@ -359,4 +362,29 @@ func stdImage(v *format.Image) (image.Image, error) {
 		return img, nil
 	}
 	return nil, fmt.Errorf("cannot re-encode a %s image", v.Mode)
+}
+
+// nrgbaAt returns the non-premultiplied 8-bit color at (x, y), exact for
+// the image types Go's decoders return (converting through the
+// premultiplied color.RGBA64 would lose translucent values).
+func nrgbaAt(img image.Image, x, y int) (r, g, b, a uint8) {
+	switch c := img.At(x, y).(type) {
+	case color.NRGBA:
+		return c.R, c.G, c.B, c.A
+	case color.NRGBA64:
+		return uint8(c.R >> 8), uint8(c.G >> 8), uint8(c.B >> 8), uint8(c.A >> 8)
+	case color.Gray:
+		return c.Y, c.Y, c.Y, 255
+	case color.Gray16:
+		return uint8(c.Y >> 8), uint8(c.Y >> 8), uint8(c.Y >> 8), 255
+	case color.RGBA:
+		if c.A == 255 {
+			return c.R, c.G, c.B, 255
+		}
+		n := color.NRGBAModel.Convert(c).(color.NRGBA)
+		return n.R, n.G, n.B, n.A
+	default:
+		n := color.NRGBAModel.Convert(c).(color.NRGBA)
+		return n.R, n.G, n.B, n.A
+	}
 }
