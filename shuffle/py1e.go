@@ -18,6 +18,7 @@ type py1e struct {
 	low    []float64          // per span: uniform low bound
 	width  []float64          // per span: uniform range (high - low)
 	margin []int64            // per node: window margin (see fillWindow)
+	chunk  int64              // positions per window; 0 means max(1<<22, 4·margin)
 }
 
 func newPy1e(l *layout, lo, hi int64) *py1e {
@@ -82,7 +83,10 @@ func (e *py1e) fill(dst []int64, pos int64) {
 // fillNode writes node c's output positions [lo, hi) (node-relative) into
 // dst, in chunks so that memory stays O(chunk + margin).
 func (e *py1e) fillNode(dst []int64, c int, lo, hi int64) {
-	chunk := max(int64(1)<<22, 4*e.margin[c])
+	chunk := e.chunk
+	if chunk == 0 {
+		chunk = max(int64(1)<<22, 4*e.margin[c])
+	}
 	if hi-lo <= chunk+chunk/2 {
 		e.fillWindow(dst, c, lo, hi)
 		return
@@ -113,81 +117,178 @@ func (e *py1e) fillWindow(dst []int64, c int, lo, hi int64) {
 	a, b := max(0, lo-margin), min(m, hi+margin)
 	w := b - a
 
-	// Positions of the window's inputs.
-	p := make([]float64, w)
-	i := l.spanAt(ns + a)
-	for j := a; j < b; {
+	// The window's positions are generated twice (count, then gather) in
+	// blocks rather than stored: a resume then needs memory for one batch,
+	// not for the window.
+	pb := make([]float64, min(w, 4096))
+	// Window ranks [qlo, qhi) are wanted. A first counting pass over coarse
+	// buckets of floor(position) (at most ~1024 of them, so the counters
+	// stay in cache) finds the buckets holding those ranks; only their
+	// samples are gathered, as (position, index) pairs, and each bucket is
+	// sorted with a fine counting sort. A resume that needs one batch thus
+	// sorts almost nothing; a full window sorts everything in linear time.
+	qlo, qhi := lo-a, hi-a
+	base := a - mm - 1 // floor(position) - base >= 0 (clamped below)
+	keys := w + 2*mm + 3
+	sh := uint(0)
+	for keys>>sh >= 1024 {
+		sh++
+	}
+	nbk := keys>>sh + 1
+	key := func(x float64) int64 {
+		return min(max(int64(math.Floor(x))-base, 0), keys-1)
+	}
+	bstart := make([]int64, nbk+1)
+	for j := a; j < b; j += int64(len(pb)) {
+		pk := pb[:min(int64(len(pb)), b-j)]
+		e.positions(pk, c, j)
+		for _, x := range pk {
+			bstart[key(x)>>sh+1]++
+		}
+	}
+	for k := int64(1); k <= nbk; k++ {
+		bstart[k] += bstart[k-1]
+	}
+	kFirst := int64(sort.Search(int(nbk), func(k int) bool { return bstart[k+1] > qlo }))
+	kLast := int64(sort.Search(int(nbk), func(k int) bool { return bstart[k+1] >= qhi }))
+	off0 := bstart[kFirst]
+	pairs := make([]posIdx, bstart[kLast+1]-off0)
+	next := make([]int64, kLast-kFirst+1)
+	for k := range next {
+		next[k] = bstart[kFirst+int64(k)] - off0
+	}
+	for j := a; j < b; j += int64(len(pb)) {
+		pk := pb[:min(int64(len(pb)), b-j)]
+		e.positions(pk, c, j)
+		for t, x := range pk {
+			if k := key(x)>>sh - kFirst; k >= 0 && k < int64(len(next)) {
+				pairs[next[k]] = posIdx{x, int32(j - a + int64(t))}
+				next[k]++
+			}
+		}
+	}
+	var tmp []posIdx
+	var cnt []int32
+	for k := kFirst; k <= kLast; k++ {
+		b := pairs[bstart[k]-off0 : bstart[k+1]-off0]
+		tmp, cnt = sortBucket(b, tmp, cnt, func(x float64) int64 { return key(x) - k<<sh }, int64(1)<<sh)
+	}
+	sel := pairs[qlo-off0 : qhi-off0]
+
+	// Sample IDs: each selected input j needs its span's shuffle.
+	jmin, jmax := int64(math.MaxInt64), int64(-1)
+	for _, x := range sel {
+		j := a + int64(x.t)
+		jmin, jmax = min(jmin, j), max(jmax, j)
+	}
+	var buf []int64
+	if int64(len(sel))*16 >= jmax-jmin+1 {
+		// Dense: shuffle every span of [jmin, jmax].
+		cand := make([]int64, jmax-jmin+1)
+		for i := l.spanAt(ns + jmin); i < last && l.spanPos[i]-ns <= jmax; i++ {
+			off := l.spanPos[i] - ns
+			z := l.spans[i].size()
+			if z == 0 {
+				continue
+			}
+			buf = shuffledSpan(buf, l.spans[i], e.shufCk[i])
+			from, to := max(off, jmin), min(off+z, jmax+1)
+			copy(cand[from-jmin:to-jmin], buf[from-off:to-off])
+		}
+		for x, v := range sel {
+			dst[x] = cand[a+int64(v.t)-jmin]
+		}
+		return
+	}
+	// Sparse (a few samples spread over a wide window): shuffle only the
+	// spans that hold selected inputs.
+	order := make([]int32, len(sel))
+	for x := range order {
+		order[x] = int32(x)
+	}
+	sort.Slice(order, func(u, v int) bool { return sel[order[u]].t < sel[order[v]].t })
+	si := -1
+	for _, x := range order {
+		j := a + int64(sel[x].t)
+		if si < 0 || l.spanPos[si+1]-ns <= j {
+			si = l.spanAt(ns + j)
+			buf = shuffledSpan(buf, l.spans[si], e.shufCk[si])
+		}
+		dst[x] = buf[j-(l.spanPos[si]-ns)]
+	}
+}
+
+// positions writes the sort positions of node c's inputs [j, j+len(dst))
+// (node-relative): j + shift, the shift drawn from the input's span.
+func (e *py1e) positions(dst []float64, c int, j int64) {
+	l := e.l
+	ns := l.spanPos[l.nodeSpan[c]]
+	i := l.spanAt(ns + j)
+	for len(dst) > 0 {
 		off := l.spanPos[i] - ns
-		end := min(off+l.spans[i].size(), b)
-		if end > j {
+		k := min(int64(len(dst)), off+l.spans[i].size()-j)
+		if k > 0 {
 			g := e.uniCk[i]
 			g.Advance(uint64(j - off))
 			lb, width := e.low[i], e.width[i]
-			for ; j < end; j++ {
-				p[j-a] = float64(j) + (lb + float64(width*g.Float64()))
+			for t := range k {
+				dst[t] = float64(j+t) + (lb + float64(width*g.Float64()))
 			}
+			dst = dst[k:]
+			j += k
 		}
 		i++
 	}
+}
 
-	// Counting sort by floor(position), then insertion sort inside each
-	// bucket on (position, index); buckets hold about one sample each.
-	base := a - mm - 1
-	nb := w + 2*mm + 3
-	key := func(x float64) int64 {
-		k := int64(math.Floor(x)) - base
-		return min(max(k, 0), nb-1)
-	}
-	start := make([]int32, nb+1)
-	for _, x := range p {
-		start[key(x)+1]++
-	}
-	for k := int64(1); k <= nb; k++ {
-		start[k] += start[k-1]
-	}
-	order := make([]int32, w)
-	for t, x := range p {
-		k := key(x)
-		order[start[k]] = int32(t)
-		start[k]++
-	}
-	// start[k] is now the end of bucket k; bucket k begins at start[k-1].
-	prev := int32(0)
-	for k := range nb {
-		bk := order[prev:start[k]]
-		for x := 1; x < len(bk); x++ {
-			v := bk[x]
-			y := x
-			for ; y > 0 && p[bk[y-1]] > p[v]; y-- {
-				bk[y] = bk[y-1]
-			}
-			bk[y] = v
-		}
-		prev = start[k]
-	}
+// posIdx is a sample's position and its index in the evaluation window.
+type posIdx struct {
+	p float64
+	t int32
+}
 
-	// Output ranks [lo, hi) are window ranks [lo-a, hi-a); find the span
-	// shuffles their inputs need.
-	sel := order[lo-a : hi-a]
-	jmin, jmax := int64(math.MaxInt64), int64(-1)
-	for _, t := range sel {
-		j := a + int64(t)
-		jmin, jmax = min(jmin, j), max(jmax, j)
+// sortBucket sorts b by (position, index) given key(x) in [0, nkeys): a
+// stable counting sort on the key (b arrives in index order), then an
+// insertion sort for samples sharing a key. tmp and cnt are scratch buffers,
+// returned for reuse.
+func sortBucket(b, tmp []posIdx, cnt []int32, key func(float64) int64, nkeys int64) ([]posIdx, []int32) {
+	if len(b) < 48 {
+		insertionSort(b)
+		return tmp, cnt
 	}
-	cand := make([]int64, jmax-jmin+1)
-	var buf []int64
-	for i := l.spanAt(ns + jmin); i < last && l.spanPos[i]-ns <= jmax; i++ {
-		off := l.spanPos[i] - ns
-		z := l.spans[i].size()
-		if z == 0 {
-			continue
+	if int64(cap(cnt)) < nkeys+1 {
+		cnt = make([]int32, nkeys+1)
+	}
+	cnt = cnt[:nkeys+1]
+	clear(cnt)
+	for _, x := range b {
+		cnt[key(x.p)+1]++
+	}
+	for k := int64(1); k <= nkeys; k++ {
+		cnt[k] += cnt[k-1]
+	}
+	if cap(tmp) < len(b) {
+		tmp = make([]posIdx, len(b))
+	}
+	tmp = tmp[:len(b)]
+	for _, x := range b {
+		k := key(x.p)
+		tmp[cnt[k]] = x
+		cnt[k]++
+	}
+	copy(b, tmp)
+	insertionSort(b) // keys are now in order: this only fixes ties of a key
+	return tmp, cnt
+}
+
+func insertionSort(b []posIdx) {
+	for x := 1; x < len(b); x++ {
+		v := b[x]
+		y := x
+		for ; y > 0 && (b[y-1].p > v.p || b[y-1].p == v.p && b[y-1].t > v.t); y-- {
+			b[y] = b[y-1]
 		}
-		buf = shuffledSpan(buf, l.spans[i], e.shufCk[i])
-		from, to := max(off, jmin), min(off+z, jmax+1)
-		copy(cand[from-jmin:to-jmin], buf[from-off:to-off])
-	}
-	for x, t := range sel {
-		dst[x] = cand[a+int64(t)-jmin]
+		b[y] = v
 	}
 }
 
