@@ -208,14 +208,15 @@ func IsRetryable(err error) bool {
 	if code := HTTPStatus(err); code != 0 {
 		return retryableStatus(code)
 	}
+	// The caller's context: its owner gave up (a retry decorator tells an
+	// attempt timeout of its own apart before asking). Checked before
+	// Temporary, which context.DeadlineExceeded also reports.
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
 	var tmp interface{ Temporary() bool }
 	if errors.As(err, &tmp) && tmp.Temporary() {
 		return true
-	}
-	// The caller's context: its owner gave up (a retry decorator tells an
-	// attempt timeout of its own apart before asking).
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
 	}
 	var to interface{ Timeout() bool }
 	if errors.As(err, &to) && to.Timeout() {
