@@ -293,6 +293,23 @@ func (e *Epoch) Worker(node, rank, worker int) ([]int64, error) {
 	return slices.Clone(a.data[base : base+a.shape[3]*a.shape[4]]), nil
 }
 
+// workerRO returns a worker's slice for reading only (it may be shared
+// with the cache or the materialised arrangement).
+func (e *Epoch) workerRO(node, rank, worker int) ([]int64, error) {
+	if err := e.checkWorker(node, rank, worker); err != nil {
+		return nil, err
+	}
+	if e.rnd != nil {
+		return e.rnd.peek(node, rank, worker)
+	}
+	a, err := e.materialise()
+	if err != nil {
+		return nil, err
+	}
+	base := a.index(node, rank, worker, 0, 0)
+	return a.data[base : base+a.shape[3]*a.shape[4]], nil
+}
+
 // Work returns MosaicML's generate_work output: the whole arrangement
 // flattened in C order with its shape. It materialises the epoch; consumers
 // should use Worker.
@@ -312,7 +329,7 @@ func (e *Epoch) RankBatches(node, rank int) ([][]int64, error) {
 	W := e.c.shape.WorkersPerRank
 	per := make([][][]int64, W)
 	for w := range W {
-		ids, err := e.Worker(node, rank, w)
+		ids, err := e.workerRO(node, rank, w)
 		if err != nil {
 			return nil, err
 		}
@@ -367,7 +384,7 @@ func (e *Epoch) NodeOrder(node int) ([]int64, error) {
 	total := 0
 	for r := range s.RanksPerNode {
 		for w := range s.WorkersPerRank {
-			ids, err := e.Worker(node, r, w)
+			ids, err := e.workerRO(node, r, w)
 			if err != nil {
 				return nil, err
 			}

@@ -96,7 +96,8 @@ func (r *randomEpoch) computeRank(node, rank int) ([][]int64, error) {
 	return out, nil
 }
 
-func (r *randomEpoch) worker(node, rank, worker int) ([]int64, error) {
+// rankEntry returns the rank's cache entry, computed.
+func (r *randomEpoch) rankEntry(node, rank int) (*rankSlices, error) {
 	r.mu.Lock()
 	e := r.ranks[[2]int{node, rank}]
 	if e == nil {
@@ -105,8 +106,15 @@ func (r *randomEpoch) worker(node, rank, worker int) ([]int64, error) {
 	}
 	r.mu.Unlock()
 	e.once.Do(func() { e.workers, e.err = r.computeRank(node, rank) })
-	if e.err != nil {
-		return nil, e.err
+	return e, e.err
+}
+
+// worker hands out a worker's slice: the cached one the first time, a
+// freshly computed one after that.
+func (r *randomEpoch) worker(node, rank, worker int) ([]int64, error) {
+	e, err := r.rankEntry(node, rank)
+	if err != nil {
+		return nil, err
 	}
 	r.mu.Lock()
 	ids := e.workers[worker]
@@ -115,8 +123,28 @@ func (r *randomEpoch) worker(node, rank, worker int) ([]int64, error) {
 	if ids != nil {
 		return ids, nil
 	}
-	// Asked again: compute this worker alone.
-	ids = r.pt.AppendWorker(nil, node, rank, worker)
+	return r.computeWorker(node, rank, worker)
+}
+
+// peek returns a worker's slice for reading only, leaving the cached slice
+// for Worker to hand out.
+func (r *randomEpoch) peek(node, rank, worker int) ([]int64, error) {
+	e, err := r.rankEntry(node, rank)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	ids := e.workers[worker]
+	r.mu.Unlock()
+	if ids != nil {
+		return ids, nil
+	}
+	return r.computeWorker(node, rank, worker)
+}
+
+// computeWorker computes one worker's slice alone.
+func (r *randomEpoch) computeWorker(node, rank, worker int) ([]int64, error) {
+	ids := r.pt.AppendWorker(nil, node, rank, worker)
 	if err := r.mapIDs(ids); err != nil {
 		return nil, err
 	}

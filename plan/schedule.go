@@ -38,7 +38,7 @@ func (e *Epoch) NodeSchedule(node int) (*Schedule, error) {
 	ws := make([][]int64, R*W)
 	for r := range R {
 		for w := range W {
-			ids, err := e.Worker(node, r, w)
+			ids, err := e.workerRO(node, r, w)
 			if err != nil {
 				return nil, err
 			}

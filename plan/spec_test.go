@@ -2,6 +2,7 @@ package plan_test
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -195,4 +196,112 @@ func joinSpaces(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// trimPadding drops trailing -1 entries.
+func trimPadding(x []int64) []int64 {
+	for len(x) > 0 && x[len(x)-1] < 0 {
+		x = x[:len(x)-1]
+	}
+	return x
+}
+
+// TestResumeWholeGlobalBatches checks that the non-random batching methods
+// resume by skipping sample_in_epoch / global_batch whole global batches
+// (spec §12.2 step 4), on the streams of spec §12.5.
+func TestResumeWholeGlobalBatches(t *testing.T) {
+	streams := []plan.Stream{
+		{ShardSizes: []int64{6, 6, 6, 5}, Proportion: ptr(0.75)},
+		{ShardSizes: []int64{6, 5}, Proportion: ptr(0.25)},
+	}
+	shape := plan.Shape{Nodes: 1, RanksPerNode: 2, WorkersPerRank: 2}
+	const G = 8
+	for _, method := range []string{plan.BatchingStratified, plan.BatchingPerStream, plan.BatchingDevicePerStream, plan.BatchingRandom} {
+		p, err := plan.New(streams, &plan.Options{Shuffle: true, BatchSize: 4, NumCanonicalNodes: 2,
+			ShuffleBlockSize: 10, EpochSize: 40, BatchingMethod: method})
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, err := p.Epoch(plan.EpochSpec{Shape: shape})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs, fw, err := full.Work()
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := trimPadding(consumption(fs, fw))
+		for _, sample := range []int64{8, 13, 16, 40} {
+			ep, err := p.Epoch(plan.EpochSpec{SampleInEpoch: sample, Shape: shape})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, w, err := ep.Work()
+			if err != nil {
+				t.Fatal(err)
+			}
+			skip := int(sample) / G * G
+			if method == plan.BatchingRandom {
+				skip = int(sample) // drop_first works per sample
+			}
+			want := []int64{}
+			if skip < len(all) {
+				want = all[skip:]
+			}
+			got := append([]int64{}, trimPadding(consumption(s, w))...)
+			if method != plan.BatchingRandom || sample%G == 0 {
+				if d := cmp.Diff(want, got); d != "" {
+					t.Errorf("%s resumed at %d (-want +got):\n%s", method, sample, d)
+				}
+			}
+		}
+	}
+}
+
+// TestRelaxedOntoOtherNodeCount resumes a run that started on 2 nodes onto
+// 3 nodes (not a divisor or multiple of the 2 canonical nodes) with the same
+// global batch: every global batch holds the samples of the first run's.
+func TestRelaxedOntoOtherNodeCount(t *testing.T) {
+	sizes := []int64{100, 37, 250, 13, 120}
+	seed := int64(17)
+	mk := func(b int) *plan.Planner {
+		p, err := plan.New([]plan.Stream{{ShardSizes: sizes}}, &plan.Options{Shuffle: true, ShuffleSeed: &seed,
+			NumCanonicalNodes: 2, BatchSize: b, ShuffleBlockSize: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	first, err := mk(6).Epoch(plan.EpochSpec{Epoch: 2, Shape: plan.Shape{Nodes: 2, RanksPerNode: 2, WorkersPerRank: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, fw, err := first.Work()
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := consumption(fs, fw)
+	const G = 24
+	for _, drop := range []int64{0, 48, 240} {
+		ep, err := mk(4).Epoch(plan.EpochSpec{Epoch: 2, SampleInEpoch: drop, InitialPhysicalNodes: 2,
+			Shape: plan.Shape{Nodes: 3, RanksPerNode: 2, WorkersPerRank: 3}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, w, err := ep.Work()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := consumption(s, w)
+		rest := all[drop:]
+		for b := 0; (b+1)*G <= len(rest); b++ {
+			x := append([]int64{}, got[b*G:(b+1)*G]...)
+			y := append([]int64{}, rest[b*G:(b+1)*G]...)
+			slices.Sort(x)
+			slices.Sort(y)
+			if !slices.Equal(x, y) {
+				t.Fatalf("drop %d: global batch %d = %v, want %v", drop, b, x, y)
+			}
+		}
+	}
 }
