@@ -171,7 +171,7 @@ func (e *py1e) fillWindow(dst []int64, c int, lo, hi int64) {
 	var cnt []int32
 	for k := kFirst; k <= kLast; k++ {
 		b := pairs[bstart[k]-off0 : bstart[k+1]-off0]
-		tmp, cnt = sortBucket(b, tmp, cnt, func(x float64) int64 { return key(x) - k<<sh }, int64(1)<<sh)
+		tmp, cnt = sortBucket(b, tmp, cnt, base+k<<sh, int64(1)<<sh)
 	}
 	sel := pairs[qlo-off0 : qhi-off0]
 
@@ -247,11 +247,14 @@ type posIdx struct {
 	t int32
 }
 
-// sortBucket sorts b by (position, index) given key(x) in [0, nkeys): a
-// stable counting sort on the key (b arrives in index order), then an
-// insertion sort for samples sharing a key. tmp and cnt are scratch buffers,
-// returned for reuse.
-func sortBucket(b, tmp []posIdx, cnt []int32, key func(float64) int64, nkeys int64) ([]posIdx, []int32) {
+// sortBucket sorts b by (position, index), given that every floor(position)
+// - base of b lies in [0, nkeys) after clamping: a stable counting sort on
+// that key (b arrives in index order), then an insertion sort for samples
+// sharing a key. tmp and cnt are scratch buffers, returned for reuse.
+func sortBucket(b, tmp []posIdx, cnt []int32, base, nkeys int64) ([]posIdx, []int32) {
+	key := func(x float64) int64 {
+		return min(max(int64(math.Floor(x))-base, 0), nkeys-1)
+	}
 	if len(b) < 48 {
 		insertionSort(b)
 		return tmp, cnt
