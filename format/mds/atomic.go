@@ -6,10 +6,10 @@ import (
 	"path/filepath"
 )
 
-// writeFileAtomic writes data to path through a temporary file in the same
+// writeFileAtomic writes the concatenated parts to path through a temporary file in the same
 // directory, synced before it is renamed into place, then syncs the
 // directory so the rename is durable. Readers never see a partial file.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+func writeFileAtomic(path string, perm os.FileMode, parts ...[]byte) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -27,9 +27,11 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 			os.Remove(tmp)
 		}
 	}()
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
+	for _, p := range parts {
+		if _, err := f.Write(p); err != nil {
+			f.Close()
+			return err
+		}
 	}
 	if err := f.Chmod(perm); err != nil {
 		f.Close()

@@ -117,7 +117,7 @@ func Merge(root string) (*format.Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(filepath.Join(root, format.IndexFile), format.AppendIndex(nil, merged), 0o644); err != nil {
+	if err := writeFileAtomic(filepath.Join(root, format.IndexFile), 0o644, format.AppendIndex(nil, merged)); err != nil {
 		return nil, fmt.Errorf("mds: merge: %w", err)
 	}
 	return merged, nil

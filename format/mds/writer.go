@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/format/compress"
@@ -82,16 +83,18 @@ type Writer struct {
 	sem     chan struct{}
 	queue   chan *job
 	done    chan struct{}
+	free    chan []byte // record buffers returned by finished jobs
+	failed  atomic.Bool // set once err is set, for a lock-free check
 	mu      sync.Mutex
-	err     error // sticky; guarded by mu
-	shards  []format.ShardInfo
+	err     error              // sticky; guarded by mu
+	shards  []format.ShardInfo // guarded by mu
 	closed  bool
-	scratch [][]byte
 }
 
 type job struct {
 	info format.ShardInfo
-	raw  []byte
+	head []byte // N, offsets and config
+	body []byte // the records
 	path string
 	name string
 	err  error
@@ -175,6 +178,7 @@ func NewWriter(dir string, opts *WriterOptions) (*Writer, error) {
 	}
 	w.sem = make(chan struct{}, par)
 	w.queue = make(chan *job, par)
+	w.free = make(chan []byte, 2*par+1)
 	w.done = make(chan struct{})
 	go w.commit()
 	return w, nil
@@ -189,6 +193,9 @@ func (w *Writer) shardSize() int64 {
 }
 
 func (w *Writer) sticky() error {
+	if !w.failed.Load() {
+		return nil
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err
@@ -199,6 +206,7 @@ func (w *Writer) fail(err error) error {
 	defer w.mu.Unlock()
 	if w.err == nil {
 		w.err = err
+		w.failed.Store(true)
 	}
 	return w.err
 }
@@ -271,23 +279,28 @@ func (w *Writer) appendRecord(dst []byte, sample format.Sample) ([]byte, error) 
 	return dst, nil
 }
 
-// flush hands the current shard to the background pipeline.
+// flush hands the current shard to the background pipeline. The record
+// buffer goes with it; a recycled one takes its place.
 func (w *Writer) flush() error {
 	n := len(w.ends)
 	size := w.shardSize()
-	raw := make([]byte, 0, size)
-	raw = binary.LittleEndian.AppendUint32(raw, uint32(n))
+	head := make([]byte, 0, 8+4*n+len(w.cfg))
+	head = binary.LittleEndian.AppendUint32(head, uint32(n))
 	base := w.headerSize() + 4*int64(n)
-	raw = binary.LittleEndian.AppendUint32(raw, uint32(base))
+	head = binary.LittleEndian.AppendUint32(head, uint32(base))
 	for _, e := range w.ends {
-		raw = binary.LittleEndian.AppendUint32(raw, uint32(base+e))
+		head = binary.LittleEndian.AppendUint32(head, uint32(base+e))
 	}
-	raw = append(raw, w.cfg...)
-	raw = append(raw, w.body...)
-	w.body = w.body[:0]
+	head = append(head, w.cfg...)
+	j := &job{info: w.template, head: head, body: w.body, done: make(chan struct{})}
+	select {
+	case b := <-w.free:
+		w.body = b[:0]
+	default:
+		w.body = make([]byte, 0, cap(j.body))
+	}
 	w.ends = w.ends[:0]
 
-	j := &job{info: w.template, raw: raw, done: make(chan struct{})}
 	j.info.Samples = n
 	j.info.RawData = format.FileInfo{Basename: fmt.Sprintf("shard.%05d.mds", w.shardNo), Bytes: size}
 	w.shardNo++
@@ -295,6 +308,11 @@ func (w *Writer) flush() error {
 	go func() {
 		defer func() { <-w.sem; close(j.done) }()
 		j.err = w.process(j)
+		select {
+		case w.free <- j.body[:0]:
+		default:
+		}
+		j.head, j.body = nil, nil
 	}()
 	w.queue <- j
 	return w.sticky()
@@ -302,27 +320,31 @@ func (w *Writer) flush() error {
 
 // process hashes, compresses and writes one shard file.
 func (w *Writer) process(j *job) error {
-	var err error
-	if j.info.RawData.Hashes, err = hashing.SumAll(w.template.Hashes, j.raw); err != nil {
+	h, err := hashing.NewMulti(w.template.Hashes)
+	if err != nil {
 		return err
 	}
-	data := j.raw
+	h.Write(j.head)
+	h.Write(j.body)
+	j.info.RawData.Hashes = h.Sums()
 	j.name = j.info.RawData.Basename
+	parts := [][]byte{j.head, j.body}
 	if w.zip != nil {
-		zdata, err := w.zip.Compress(nil, j.raw)
+		raw := make([]byte, 0, len(j.head)+len(j.body))
+		raw = append(append(raw, j.head...), j.body...)
+		zdata, err := w.zip.Compress(nil, raw)
 		if err != nil {
 			return fmt.Errorf("mds: compress %s: %w", j.name, err)
 		}
-		data = zdata
+		parts = [][]byte{zdata}
 		j.name = j.info.RawData.Basename + "." + w.zip.Spec().Family
 		j.info.ZipData = &format.FileInfo{Basename: j.name, Bytes: int64(len(zdata))}
 		if j.info.ZipData.Hashes, err = hashing.SumAll(w.template.Hashes, zdata); err != nil {
 			return err
 		}
 	}
-	j.raw = nil
 	j.path = filepath.Join(w.dir, j.name)
-	if err := writeFileAtomic(j.path, data, 0o644); err != nil {
+	if err := writeFileAtomic(j.path, 0o644, parts...); err != nil {
 		return fmt.Errorf("mds: %w", err)
 	}
 	return nil
@@ -371,7 +393,7 @@ func (w *Writer) Finish() error {
 		idx.Shards = []format.ShardInfo{}
 	}
 	path := filepath.Join(w.dir, format.IndexFile)
-	if err := writeFileAtomic(path, format.AppendIndex(nil, idx), 0o644); err != nil {
+	if err := writeFileAtomic(path, 0o644, format.AppendIndex(nil, idx)); err != nil {
 		return w.fail(fmt.Errorf("mds: %w", err))
 	}
 	if w.opts.OnFileDone != nil {
