@@ -80,15 +80,15 @@ type Writer struct {
 	ends    []int64 // end of each record in body
 	shardNo int
 
-	sem     chan struct{}
-	queue   chan *job
-	done    chan struct{}
-	free    chan []byte // record buffers returned by finished jobs
-	failed  atomic.Bool // set once err is set, for a lock-free check
-	mu      sync.Mutex
-	err     error              // sticky; guarded by mu
-	shards  []format.ShardInfo // guarded by mu
-	closed  bool
+	sem    chan struct{}
+	queue  chan *job
+	done   chan struct{}
+	free   chan []byte // record buffers returned by finished jobs
+	failed atomic.Bool // set once err is set, for a lock-free check
+	mu     sync.Mutex
+	err    error              // sticky; guarded by mu
+	shards []format.ShardInfo // guarded by mu
+	closed bool
 }
 
 type job struct {
