@@ -118,7 +118,7 @@ func resolveColumns(ctx context.Context, r *resolved) ([]input.Column, error) {
 	if !needInfer {
 		return cols, nil
 	}
-	inferred, err := inferColumns(ctx, src, cols, r.InferRows)
+	inferred, err := inferColumns(ctx, src, cols, r.InferRows, r.SkipInvalid)
 	if err != nil {
 		return nil, err
 	}
@@ -554,6 +554,9 @@ func (p *pipeline) commit(ctx context.Context, job *shardJob, res *shardResult) 
 	if err := putObject(ctx, p.out, p.r.prefix+stored, res.file, "application/octet-stream"); err != nil {
 		return err
 	}
+	if p.r.testHook != nil {
+		p.r.testHook("shard", job.index)
+	}
 	p.cumRaw += res.rawSize
 	p.cumStored += int64(len(res.file))
 	st := job.stats
@@ -565,6 +568,9 @@ func (p *pipeline) commit(ctx context.Context, job *shardJob, res *shardResult) 
 	}
 	if err := writeJournal(ctx, p.out, p.r.prefix, e); err != nil {
 		return err
+	}
+	if p.r.testHook != nil {
+		p.r.testHook("journal", job.index)
 	}
 	p.infos = append(p.infos, res.info)
 	p.written.Store(st.SamplesOut)

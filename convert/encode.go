@@ -142,6 +142,10 @@ func (c *column) appendValue(dst []byte, v *input.Value) ([]byte, error) {
 		return append(dst, v.Bytes...), nil // pass-through, as MosaicML does
 	}
 	switch c.fast {
+	case fastBytes:
+		if v.Kind == input.String || v.Kind == input.Text {
+			return append(dst, v.Bytes...), nil
+		}
 	case fastStr:
 		if v.Kind == input.String || v.Kind == input.Text {
 			return append(dst, v.Bytes...), nil

@@ -129,3 +129,20 @@ func jsonlRecords(n int) []byte {
 	}
 	return b.Bytes()
 }
+
+func runConvertErr(t testing.TB, opts *Options) (*Report, error) {
+	t.Helper()
+	if opts.Registry == nil {
+		opts.Registry = testRegistry()
+	}
+	return Run(context.Background(), opts)
+}
+
+func readDatasetErr(dir string) (int64, error) {
+	r, err := mds.Open(dir, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	return r.Len(), nil
+}

@@ -114,8 +114,13 @@ func loadJournal(ctx context.Context, b storage.Bucket, prefix, fp string) (*res
 	st := &resumeState{}
 	var keys []string
 	sizes := map[string]int64{}
+	var temps []string
 	err := b.List(ctx, prefix, func(o storage.ObjectInfo) error {
 		rest := strings.TrimPrefix(o.Key, prefix)
+		if storage.IsTempName(o.Key) {
+			temps = append(temps, o.Key) // left by a killed writer
+			return nil
+		}
 		if strings.HasPrefix(rest, JournalDir+"/") {
 			keys = append(keys, o.Key)
 		} else {
@@ -125,6 +130,11 @@ func loadJournal(ctx context.Context, b storage.Bucket, prefix, fp string) (*res
 	})
 	if err != nil && !errors.Is(err, storage.ErrNotExist) {
 		return nil, fmt.Errorf("convert: list output: %w", err)
+	}
+	for _, key := range temps {
+		if err := b.Delete(ctx, key); err != nil && !errors.Is(err, storage.ErrNotExist) {
+			return nil, fmt.Errorf("convert: remove leftover temporary file: %w", err)
+		}
 	}
 	if len(keys) == 0 {
 		if _, ok := sizes[format.IndexFile]; ok {

@@ -117,6 +117,11 @@ type Options struct {
 	Progress func(Progress)
 	// ProgressInterval is the period of Progress calls.
 	ProgressInterval time.Duration
+
+	// testHook, if set, is called by the committer after a shard file is
+	// stored ("shard") and after its journal entry ("journal"); tests use it
+	// to kill the process at exact points.
+	testHook func(event string, shard int)
 }
 
 // Progress is a snapshot of a running conversion.

@@ -77,18 +77,18 @@ func (k *kindSet) encoding(rows int) string {
 // inferColumns decodes up to rows items of src and derives the columns:
 // every field seen, in first-seen order, with an encoding that fits all
 // the values seen. Columns whose encoding is already known keep it.
-func inferColumns(ctx context.Context, src input.Source, known []input.Column, rows int) ([]input.Column, error) {
+func inferColumns(ctx context.Context, src input.Source, known []input.Column, rows int, skipInvalid bool) ([]input.Column, error) {
 	kinds := map[string]*kindSet{}
 	var order []string
 	for _, c := range known {
 		order = append(order, c.Name)
 		kinds[c.Name] = &kindSet{}
 	}
-	seen := 0
+	seen, read := 0, 0
 	var items []input.Item
-	for seen < rows {
+	for read < rows {
 		var err error
-		items, err = src.Read(ctx, items[:0], min(256, rows-seen))
+		items, err = src.Read(ctx, items[:0], min(256, rows-read))
 		if err == io.EOF {
 			break
 		}
@@ -96,6 +96,7 @@ func inferColumns(ctx context.Context, src input.Source, known []input.Column, r
 			return nil, err
 		}
 		for i := range items {
+			decoded := true
 			err := src.Decode(ctx, &items[i], func(name []byte, v input.Value) error {
 				k, ok := kinds[string(name)]
 				if !ok {
@@ -107,10 +108,16 @@ func inferColumns(ctx context.Context, src input.Source, known []input.Column, r
 				return nil
 			})
 			if err != nil {
-				return nil, err
+				if !skipInvalid {
+					return nil, err
+				}
+				decoded = false
+			}
+			if decoded {
+				seen++
 			}
 		}
-		seen += len(items)
+		read += len(items)
 	}
 	if seen == 0 {
 		return nil, errors.New("convert: the input has no records to infer columns from; give --columns")
