@@ -76,49 +76,52 @@ func BenchmarkNew(b *testing.B) {
 }
 
 // BenchmarkResume is the time to the first global batch (256 samples) when
-// resuming at 90% of a 10M-sample epoch: New plus one Fill.
+// resuming at 90% of a 1M- and a 10M-sample epoch: New plus one Fill.
 func BenchmarkResume(b *testing.B) {
-	const n = 10_000_000
-	for _, algo := range []string{"py1s", "py2s", "py1br", "py1e", "naive"} {
+	for _, algo := range []string{"py1s", "py2s", "py1br", "py1e", "py1b", "naive"} {
 		for _, ncn := range []int{1, 8} {
-			b.Run(fmt.Sprintf("%s/ncn=%d/10M", algo, ncn), func(b *testing.B) {
-				p := shuffle.Params{Algo: algo, UnitSizes: units(n), NumCanonicalNodes: ncn, Seed: 9176}
-				dst := make([]int64, 256)
-				b.ReportAllocs()
-				cpu := processCPU()
-				for b.Loop() {
-					s, err := shuffle.New(p)
-					if err != nil {
-						b.Fatal(err)
+			for _, n := range []int64{1_000_000, 10_000_000} {
+				b.Run(fmt.Sprintf("%s/ncn=%d/%s", algo, ncn, label(n)), func(b *testing.B) {
+					p := shuffle.Params{Algo: algo, UnitSizes: units(n), NumCanonicalNodes: ncn, Seed: 9176}
+					dst := make([]int64, 256)
+					b.ReportAllocs()
+					cpu := processCPU()
+					for b.Loop() {
+						s, err := shuffle.New(p)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if err := s.Fill(dst, n*9/10); err != nil {
+							b.Fatal(err)
+						}
 					}
-					if err := s.Fill(dst, n*9/10); err != nil {
-						b.Fatal(err)
-					}
-				}
-				reportCPU(b, cpu)
-			})
+					reportCPU(b, cpu)
+				})
+			}
 		}
 	}
 }
 
 // BenchmarkRankPlan computes the sample IDs of one rank (the last one) for a
-// whole epoch with py1e on 8 nodes × 8 ranks × 8 workers, batch 32,
+// whole epoch on 8 nodes × 8 ranks × 8 workers, batch 32,
 // NCN 8: shuffle preparation, the rank's partition slice, and the mapping
 // of its positions through the shuffle, in memory proportional to the
 // rank's share plus one window.
 func BenchmarkRankPlan(b *testing.B) {
-	for _, n := range benchSizes {
-		b.Run("py1e/"+label(n), func(b *testing.B) {
-			b.ReportAllocs()
-			cpu := processCPU()
-			for b.Loop() {
-				ids := rankPlan(b, n)
-				if len(ids) == 0 {
-					b.Fatal("empty plan")
+	for _, algo := range []string{"py1e", "py1s", "py1br"} {
+		for _, n := range benchSizes {
+			b.Run(algo+"/"+label(n), func(b *testing.B) {
+				b.ReportAllocs()
+				cpu := processCPU()
+				for b.Loop() {
+					ids := rankPlan(b, algo, n)
+					if len(ids) == 0 {
+						b.Fatal("empty plan")
+					}
 				}
-			}
-			reportCPU(b, cpu)
-		})
+				reportCPU(b, cpu)
+			})
+		}
 	}
 }
 
@@ -128,9 +131,9 @@ func reportCPU(b *testing.B, start time.Duration) {
 	b.ReportMetric(float64(processCPU()-start)/float64(b.N)/1e6, "cpu-ms/op")
 }
 
-func rankPlan(b *testing.B, n int64) []int64 {
+func rankPlan(b *testing.B, algo string, n int64) []int64 {
 	const nodes, ranks, workers, batch = 8, 8, 8, 32
-	s, err := shuffle.New(shuffle.Params{Algo: "py1e", UnitSizes: units(n), NumCanonicalNodes: nodes, Seed: 9176})
+	s, err := shuffle.New(shuffle.Params{Algo: algo, UnitSizes: units(n), NumCanonicalNodes: nodes, Seed: 9176})
 	if err != nil {
 		b.Fatal(err)
 	}

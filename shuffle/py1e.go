@@ -157,22 +157,55 @@ func (e *py1e) fillWindow(dst []int64, c int, lo, hi int64) {
 	for k := range next {
 		next[k] = bstart[kFirst+int64(k)] - off0
 	}
+	sortBuckets := func() {
+		var tmp []posIdx
+		var cnt []int32
+		for k := kFirst; k <= kLast; k++ {
+			b := pairs[bstart[k]-off0 : bstart[k+1]-off0]
+			tmp, cnt = sortBucket(b, tmp, cnt, base+k<<sh, int64(1)<<sh)
+		}
+	}
+	if (qhi-qlo)*4 >= w && l.n <= math.MaxInt32 {
+		// Dense request: gather (position, index, sample ID) span by span,
+		// shuffling each span once, so the sorted pairs carry their IDs and
+		// no random lookups are needed afterwards.
+		var buf []int64
+		for i := l.spanAt(ns + a); i < last && l.spanPos[i]-ns < b; i++ {
+			off := l.spanPos[i] - ns
+			from, to := max(off, a), min(off+l.spans[i].size(), b)
+			if to <= from {
+				continue
+			}
+			buf = shuffledSpan(buf, l.spans[i], e.shufCk[i])
+			g := e.uniCk[i]
+			g.Advance(uint64(from - off))
+			lb, width := e.low[i], e.width[i]
+			for j := from; j < to; j++ {
+				// Same expression as positions.
+				x := float64(j) + (lb + float64(width*g.Float64()))
+				if k := key(x)>>sh - kFirst; k >= 0 && k < int64(len(next)) {
+					pairs[next[k]] = posIdx{x, int32(j - a), int32(buf[j-off])}
+					next[k]++
+				}
+			}
+		}
+		sortBuckets()
+		for x, v := range pairs[qlo-off0 : qhi-off0] {
+			dst[x] = int64(v.id)
+		}
+		return
+	}
 	for j := a; j < b; j += int64(len(pb)) {
 		pk := pb[:min(int64(len(pb)), b-j)]
 		e.positions(pk, c, j)
 		for t, x := range pk {
 			if k := key(x)>>sh - kFirst; k >= 0 && k < int64(len(next)) {
-				pairs[next[k]] = posIdx{x, int32(j - a + int64(t))}
+				pairs[next[k]] = posIdx{p: x, t: int32(j - a + int64(t))}
 				next[k]++
 			}
 		}
 	}
-	var tmp []posIdx
-	var cnt []int32
-	for k := kFirst; k <= kLast; k++ {
-		b := pairs[bstart[k]-off0 : bstart[k+1]-off0]
-		tmp, cnt = sortBucket(b, tmp, cnt, base+k<<sh, int64(1)<<sh)
-	}
+	sortBuckets()
 	sel := pairs[qlo-off0 : qhi-off0]
 
 	// Sample IDs: each selected input j needs its span's shuffle.
@@ -241,10 +274,12 @@ func (e *py1e) positions(dst []float64, c int, j int64) {
 	}
 }
 
-// posIdx is a sample's position and its index in the evaluation window.
+// posIdx is a sample's position, its index in the evaluation window and,
+// on the dense path, its sample ID (which then fits in int32).
 type posIdx struct {
-	p float64
-	t int32
+	p  float64
+	t  int32
+	id int32
 }
 
 // sortBucket sorts b by (position, index), given that every floor(position)
