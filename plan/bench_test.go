@@ -52,27 +52,69 @@ func BenchmarkRank(b *testing.B) {
 	}
 }
 
-// BenchmarkResume measures resuming at 90% of a 10M-sample epoch: the time
-// to the first worker's remaining samples on one node with 8 ranks.
+// BenchmarkResume measures resuming at 90% of a 1M- and a 10M-sample epoch
+// (MosaicML defaults: one node, NCN 1, block size 4M; 8 ranks × 8 workers):
+// the time to one worker's remaining samples, from nothing.
 func BenchmarkResume(b *testing.B) {
-	const n = 10_000_000
-	for _, algo := range []string{plan.AlgoPy1e, plan.AlgoPy1s, plan.AlgoPy1br, plan.AlgoNaive} {
-		b.Run(algo, func(b *testing.B) {
-			p, err := plan.New(benchStreams(n), &plan.Options{Shuffle: true, ShuffleAlgo: algo, BatchSize: 32})
-			if err != nil {
-				b.Fatal(err)
-			}
-			shape := plan.Shape{Nodes: 1, RanksPerNode: 8, WorkersPerRank: 8}
-			b.ReportAllocs()
-			for b.Loop() {
-				ep, err := p.Epoch(plan.EpochSpec{SampleInEpoch: n * 9 / 10, Shape: shape})
+	for _, n := range []int64{1_000_000, 10_000_000} {
+		for _, algo := range []string{plan.AlgoPy1e, plan.AlgoPy1s, plan.AlgoPy1br, plan.AlgoNaive} {
+			b.Run(fmt.Sprintf("%s/n=%d", algo, n), func(b *testing.B) {
+				p, err := plan.New(benchStreams(n), &plan.Options{Shuffle: true, ShuffleAlgo: algo, BatchSize: 32})
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := ep.Worker(0, 3, 0); err != nil {
-					b.Fatal(err)
+				shape := plan.Shape{Nodes: 1, RanksPerNode: 8, WorkersPerRank: 8}
+				b.ReportAllocs()
+				for b.Loop() {
+					ep, err := p.Epoch(plan.EpochSpec{SampleInEpoch: n * 9 / 10, Shape: shape})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := ep.Worker(0, 3, 0); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
+	}
+}
+
+// BenchmarkResumeUnshuffled is the same without shuffling: the partition
+// alone, O(the worker's share).
+func BenchmarkResumeUnshuffled(b *testing.B) {
+	const n = 10_000_000
+	p, err := plan.New(benchStreams(n), &plan.Options{BatchSize: 32})
+	if err != nil {
+		b.Fatal(err)
+	}
+	shape := plan.Shape{Nodes: 1, RanksPerNode: 8, WorkersPerRank: 8}
+	b.ReportAllocs()
+	for b.Loop() {
+		ep, err := p.Epoch(plan.EpochSpec{SampleInEpoch: n * 9 / 10, Shape: shape})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := ep.Worker(0, 3, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNodeSchedule measures a node's shard schedule (all its ranks)
+// for a 10M-sample epoch on 8 nodes × 8 ranks × 8 workers.
+func BenchmarkNodeSchedule(b *testing.B) {
+	p, err := plan.New(benchStreams(10_000_000), &plan.Options{Shuffle: true, BatchSize: 32, NumCanonicalNodes: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		ep, err := p.Epoch(plan.EpochSpec{Shape: plan.Shape{Nodes: 8, RanksPerNode: 8, WorkersPerRank: 8}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := ep.NodeSchedule(2); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

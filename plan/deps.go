@@ -67,11 +67,22 @@ func newPermuter(algo string, units []int64, ncn int, seed, epoch, block int64) 
 	if err != nil {
 		return nil, fmt.Errorf("plan: shuffle: %w", err)
 	}
-	// py1e fills a window of about a block on each side of a request, so
-	// requests span several blocks to keep that overhead small.
-	chunk := int64(1 << 20)
-	if algo == AlgoPy1e {
+	// Fill's cost is the requested range plus the shuffle structures it
+	// touches: whole units (py1s, py2s), blocks (py1br, py1b) or, for py1e,
+	// a window of about a block on each side. Chunks span several of those
+	// so the overhead stays small, and no more, so memory stays small.
+	var maxUnit int64
+	for _, u := range units {
+		maxUnit = max(maxUnit, u)
+	}
+	chunk := int64(1 << 16)
+	switch algo {
+	case AlgoPy1e:
 		chunk = max(chunk, 4*block)
+	case AlgoPy1br, AlgoPy1b:
+		chunk = max(chunk, 4*block)
+	case AlgoPy1s, AlgoPy2s:
+		chunk = max(chunk, 4*maxUnit)
 	}
 	return &permuter{s: s, chunk: chunk}, nil
 }

@@ -373,40 +373,52 @@ func cutBatches(ids []int64, b int) [][]int64 {
 // NodeOrder returns the sample IDs one node consumes this epoch, in
 // consumption order: step by step (batch t of every rank is worker t%W's
 // batch t/W), ranks in order within a step, -1 padding dropped. It is the
-// order in which the node's cache will need shards.
+// order in which the node's cache will need shards. For random batching it
+// computes every rank of the node in one pass and keeps their worker slices
+// for Worker.
 func (e *Epoch) NodeOrder(node int) ([]int64, error) {
+	order, _, err := e.nodeOrder(node)
+	return order, err
+}
+
+// nodeOrder returns NodeOrder and the position where each step starts.
+func (e *Epoch) nodeOrder(node int) (order, stepStart []int64, err error) {
 	s := e.c.shape
 	if node < 0 || node >= s.Nodes {
-		return nil, fmt.Errorf("%w: node %d outside %d nodes", ErrInvalid, node, s.Nodes)
+		return nil, nil, fmt.Errorf("%w: node %d outside %d nodes", ErrInvalid, node, s.Nodes)
 	}
 	B := e.c.batchSize
-	ws := make([][]int64, s.RanksPerNode*s.WorkersPerRank)
+	R, W := s.RanksPerNode, s.WorkersPerRank
+	if e.rnd != nil {
+		if err := e.rnd.computeNode(node); err != nil {
+			return nil, nil, err
+		}
+	}
+	ws := make([][]int64, R*W)
 	total := 0
-	for r := range s.RanksPerNode {
-		for w := range s.WorkersPerRank {
+	for r := range R {
+		for w := range W {
 			ids, err := e.workerRO(node, r, w)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			ws[r*s.WorkersPerRank+w] = ids
+			ws[r*W+w] = ids
 			total += len(ids)
 		}
 	}
-	out := make([]int64, 0, total)
-	nb := 0
-	if len(ws) > 0 {
-		nb = len(ws[0]) / B
-	}
+	order = make([]int64, 0, total)
+	nb := len(ws[0]) / B
 	for b := range nb {
-		for w := range s.WorkersPerRank {
-			for r := range s.RanksPerNode {
-				for _, x := range ws[r*s.WorkersPerRank+w][b*B : (b+1)*B] {
+		for w := range W {
+			stepStart = append(stepStart, int64(len(order)))
+			for r := range R {
+				for _, x := range ws[r*W+w][b*B : (b+1)*B] {
 					if x >= 0 {
-						out = append(out, x)
+						order = append(order, x)
 					}
 				}
 			}
 		}
 	}
-	return out, nil
+	return order, stepStart, nil
 }

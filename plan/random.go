@@ -23,14 +23,15 @@ type randomEpoch struct {
 	// ranks caches each rank's worker slices: the first Worker call of a
 	// rank computes all of its workers in one pass over the shuffle, and
 	// each slice is handed out once.
-	mu    sync.Mutex
+	mu    sync.Mutex // guards ranks
 	ranks map[[2]int]*rankSlices
 }
 
 type rankSlices struct {
-	once    sync.Once
+	mu      sync.Mutex // held while computing
+	done    bool
 	err     error
-	workers [][]int64 // nil once handed out
+	workers [][]int64 // a worker's slice is nil once handed out
 }
 
 func (e *Epoch) initRandom() error {
@@ -77,36 +78,92 @@ func (r *randomEpoch) mapIDs(ids []int64) error {
 	return nil
 }
 
-// computeRank returns the sample IDs of every worker of a rank, computed in
-// one pass (one buffer, split per worker).
-func (r *randomEpoch) computeRank(node, rank int) ([][]int64, error) {
+// computeRanks computes the sample IDs of every worker of the given ranks of
+// a node in one pass (one shuffle application over all of their positions)
+// and returns them per rank.
+func (r *randomEpoch) computeRanks(node int, ranks []int) ([][][]int64, error) {
 	W := r.shape[2]
 	per := r.shape[3] * r.shape[4]
-	all := make([]int64, 0, W*per)
-	for w := range W {
-		all = r.pt.AppendWorker(all, node, rank, w)
+	all := make([]int64, 0, len(ranks)*W*per)
+	for _, rank := range ranks {
+		for w := range W {
+			all = r.pt.AppendWorker(all, node, rank, w)
+		}
 	}
 	if err := r.mapIDs(all); err != nil {
 		return nil, err
 	}
-	out := make([][]int64, W)
-	for w := range W {
-		out[w] = all[w*per : (w+1)*per : (w+1)*per]
+	out := make([][][]int64, len(ranks))
+	for i := range ranks {
+		out[i] = make([][]int64, W)
+		for w := range W {
+			off := (i*W + w) * per
+			out[i][w] = all[off : off+per : off+per]
+		}
 	}
 	return out, nil
 }
 
-// rankEntry returns the rank's cache entry, computed.
-func (r *randomEpoch) rankEntry(node, rank int) (*rankSlices, error) {
+// entry returns the (possibly not yet computed) cache entry of a rank.
+func (r *randomEpoch) entry(node, rank int) *rankSlices {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	e := r.ranks[[2]int{node, rank}]
 	if e == nil {
 		e = &rankSlices{}
 		r.ranks[[2]int{node, rank}] = e
 	}
-	r.mu.Unlock()
-	e.once.Do(func() { e.workers, e.err = r.computeRank(node, rank) })
+	return e
+}
+
+// rankEntry returns the rank's cache entry, computed.
+func (r *randomEpoch) rankEntry(node, rank int) (*rankSlices, error) {
+	e := r.entry(node, rank)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.done {
+		var res [][][]int64
+		res, e.err = r.computeRanks(node, []int{rank})
+		if e.err == nil {
+			e.workers = res[0]
+		}
+		e.done = true
+	}
 	return e, e.err
+}
+
+// computeNode computes, in one pass, every rank of node that is not cached
+// yet: a node-level consumer (the schedule of a node's cache) then costs one
+// pass over the node's share, not one per rank, and leaves each rank's
+// slices for Worker.
+func (r *randomEpoch) computeNode(node int) error {
+	R := r.shape[1]
+	entries := make([]*rankSlices, R)
+	var missing []int
+	for rank := range R {
+		entries[rank] = r.entry(node, rank)
+		entries[rank].mu.Lock() // in rank order: no deadlock with rankEntry
+		if !entries[rank].done {
+			missing = append(missing, rank)
+		}
+	}
+	defer func() {
+		for _, e := range entries {
+			e.mu.Unlock()
+		}
+	}()
+	if len(missing) == 0 {
+		return nil
+	}
+	res, err := r.computeRanks(node, missing)
+	for i, rank := range missing {
+		e := entries[rank]
+		e.done, e.err = true, err
+		if err == nil {
+			e.workers = res[i]
+		}
+	}
+	return err
 }
 
 // worker hands out a worker's slice: the cached one the first time, a
@@ -116,10 +173,10 @@ func (r *randomEpoch) worker(node, rank, worker int) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
+	e.mu.Lock()
 	ids := e.workers[worker]
 	e.workers[worker] = nil
-	r.mu.Unlock()
+	e.mu.Unlock()
 	if ids != nil {
 		return ids, nil
 	}
@@ -133,9 +190,9 @@ func (r *randomEpoch) peek(node, rank, worker int) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
+	e.mu.Lock()
 	ids := e.workers[worker]
-	r.mu.Unlock()
+	e.mu.Unlock()
 	if ids != nil {
 		return ids, nil
 	}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"math"
 	"sort"
 )
 
@@ -18,80 +19,87 @@ type ShardRun struct {
 // Schedule is one node's future use of shards in one epoch: what its cache
 // prefetches, in order, and how far away each shard's next use is (for
 // Belady eviction: evict the unleased shard whose next use is farthest).
-// Positions index the node's consumption order (Epoch.NodeOrder). A
-// Schedule is immutable and safe for concurrent use.
+// Positions index the node's consumption order (Epoch.NodeOrder). It takes
+// 8 bytes per position of the node's share. A Schedule is immutable and
+// safe for concurrent use.
 type Schedule struct {
-	runs      []ShardRun
-	byShard   [][]int32 // run indices per shard, ascending
-	stepStart []int64   // position of the first sample of each step
-	total     int64
+	shardOf   []int32 // shard of each position
+	useStart  []int32 // per shard, its range in uses (len shards+1)
+	uses      []int32 // positions, grouped by shard, ascending within a shard
+	stepStart []int64 // position of the first sample of each step
 }
 
-// NodeSchedule computes node's Schedule for this epoch.
+// NodeSchedule computes node's Schedule for this epoch. For random batching
+// it computes every rank of the node in one pass and keeps their worker
+// slices for Worker.
 func (e *Epoch) NodeSchedule(node int) (*Schedule, error) {
-	s := e.c.shape
-	if node < 0 || node >= s.Nodes {
-		return nil, fmt.Errorf("%w: node %d outside %d nodes", ErrInvalid, node, s.Nodes)
+	order, steps, err := e.nodeOrder(node)
+	if err != nil {
+		return nil, err
 	}
-	B := e.c.batchSize
-	R, W := s.RanksPerNode, s.WorkersPerRank
-	ws := make([][]int64, R*W)
-	for r := range R {
-		for w := range W {
-			ids, err := e.workerRO(node, r, w)
-			if err != nil {
-				return nil, err
-			}
-			ws[r*W+w] = ids
+	if len(order) > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: node %d consumes %d samples, more than a schedule holds", ErrInvalid, node, len(order))
+	}
+	numShards := e.p.NumShards()
+	sc := &Schedule{shardOf: make([]int32, len(order)), useStart: make([]int32, numShards+1), stepStart: steps}
+	for i, x := range order {
+		k, _, ok := e.p.layout.locate(x)
+		if !ok {
+			return nil, fmt.Errorf("plan: internal error: sample %d out of range", x)
 		}
+		sc.shardOf[i] = int32(k)
+		sc.useStart[k+1]++
 	}
-	sc := &Schedule{byShard: make([][]int32, e.p.NumShards())}
-	nb := len(ws[0]) / B
-	var pos int64
-	for b := range nb {
-		for w := range W {
-			sc.stepStart = append(sc.stepStart, pos)
-			for r := range R {
-				for _, x := range ws[r*W+w][b*B : (b+1)*B] {
-					if x < 0 {
-						continue
-					}
-					k, _, ok := e.p.layout.locate(x)
-					if !ok {
-						return nil, fmt.Errorf("plan: internal error: sample %d out of range", x)
-					}
-					if n := len(sc.runs); n > 0 && sc.runs[n-1].Shard == k {
-						sc.runs[n-1].Len++
-					} else {
-						sc.byShard[k] = append(sc.byShard[k], int32(len(sc.runs)))
-						sc.runs = append(sc.runs, ShardRun{Shard: k, Start: pos, Len: 1})
-					}
-					pos++
-				}
-			}
-		}
+	for k := range numShards {
+		sc.useStart[k+1] += sc.useStart[k]
 	}
-	sc.total = pos
+	sc.uses = make([]int32, len(order))
+	next := make([]int32, numShards)
+	copy(next, sc.useStart[:numShards])
+	for i, k := range sc.shardOf {
+		sc.uses[next[k]] = int32(i)
+		next[k]++
+	}
 	return sc, nil
 }
 
 // Len returns the number of samples the node consumes this epoch.
-func (s *Schedule) Len() int64 { return s.total }
+func (s *Schedule) Len() int64 { return int64(len(s.shardOf)) }
 
-// Runs returns the shard runs in consumption order. The slice is shared;
-// do not modify it.
-func (s *Schedule) Runs() []ShardRun { return s.runs }
+// ShardAt returns the shard of the sample at position pos.
+func (s *Schedule) ShardAt(pos int64) int { return int(s.shardOf[pos]) }
+
+// Runs returns the maximal runs of consecutive positions in one shard, in
+// consumption order. It is computed on each call.
+func (s *Schedule) Runs() []ShardRun {
+	var out []ShardRun
+	for i, k := range s.shardOf {
+		if n := len(out); n > 0 && out[n-1].Shard == int(k) {
+			out[n-1].Len++
+		} else {
+			out = append(out, ShardRun{Shard: int(k), Start: int64(i), Len: 1})
+		}
+	}
+	return out
+}
 
 // Shards returns the distinct shards the node uses, in order of first use
 // (the prefetch order).
 func (s *Schedule) Shards() []int {
-	seen := make([]bool, len(s.byShard))
-	var out []int
-	for _, r := range s.runs {
-		if !seen[r.Shard] {
-			seen[r.Shard] = true
-			out = append(out, r.Shard)
+	type first struct {
+		pos   int32
+		shard int
+	}
+	var fs []first
+	for k := range len(s.useStart) - 1 {
+		if s.useStart[k] < s.useStart[k+1] {
+			fs = append(fs, first{s.uses[s.useStart[k]], k})
 		}
+	}
+	sort.Slice(fs, func(i, j int) bool { return fs[i].pos < fs[j].pos })
+	out := make([]int, len(fs))
+	for i, f := range fs {
+		out[i] = f.shard
 	}
 	return out
 }
@@ -107,40 +115,34 @@ func (s *Schedule) StepStart(t int) int64 {
 		return 0
 	}
 	if t >= len(s.stepStart) {
-		return s.total
+		return s.Len()
 	}
 	return s.stepStart[t]
+}
+
+// usesOf returns the ascending positions at which shard is used.
+func (s *Schedule) usesOf(shard int) []int32 {
+	if shard < 0 || shard >= len(s.useStart)-1 {
+		return nil
+	}
+	return s.uses[s.useStart[shard]:s.useStart[shard+1]]
 }
 
 // NextUse returns the first position ≥ pos at which shard is used, or -1 if
 // the node does not use it again this epoch.
 func (s *Schedule) NextUse(shard int, pos int64) int64 {
-	if shard < 0 || shard >= len(s.byShard) {
+	u := s.usesOf(shard)
+	i := sort.Search(len(u), func(i int) bool { return int64(u[i]) >= pos })
+	if i == len(u) {
 		return -1
 	}
-	idx := s.byShard[shard]
-	i := sort.Search(len(idx), func(i int) bool {
-		r := s.runs[idx[i]]
-		return r.Start+r.Len > pos
-	})
-	if i == len(idx) {
-		return -1
-	}
-	return max(s.runs[idx[i]].Start, pos)
+	return int64(u[i])
 }
 
 // Uses returns how many samples of shard the node consumes at positions ≥
 // pos.
 func (s *Schedule) Uses(shard int, pos int64) int64 {
-	if shard < 0 || shard >= len(s.byShard) {
-		return 0
-	}
-	var n int64
-	for _, i := range s.byShard[shard] {
-		r := s.runs[i]
-		if end := r.Start + r.Len; end > pos {
-			n += end - max(r.Start, pos)
-		}
-	}
-	return n
+	u := s.usesOf(shard)
+	i := sort.Search(len(u), func(i int) bool { return int64(u[i]) >= pos })
+	return int64(len(u) - i)
 }
