@@ -26,8 +26,8 @@ func TestParse(t *testing.T) {
 
 func TestRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	inputs := [][]byte{nil, []byte("a"), bytes.Repeat([]byte("hello "), 10000)}
-	rnd := make([]byte, 70000)
+	inputs := [][]byte{nil, []byte("a"), bytes.Repeat([]byte("hello "), 3000)}
+	rnd := make([]byte, 20000)
 	for i := range rnd {
 		rnd[i] = byte(r.IntN(16))
 	}
