@@ -83,10 +83,7 @@ func (e *py1e) fill(dst []int64, pos int64) {
 // fillNode writes node c's output positions [lo, hi) (node-relative) into
 // dst, in chunks so that memory stays O(chunk + margin).
 func (e *py1e) fillNode(dst []int64, c int, lo, hi int64) {
-	chunk := e.chunk
-	if chunk == 0 {
-		chunk = max(int64(1)<<22, 4*e.margin[c])
-	}
+	chunk := e.chunkSize(e.margin[c])
 	if hi-lo <= chunk+chunk/2 {
 		e.fillWindow(dst, c, lo, hi)
 		return
@@ -97,6 +94,14 @@ func (e *py1e) fillNode(dst []int64, c int, lo, hi int64) {
 		dst = dst[k:]
 		lo += k
 	}
+}
+
+// chunkSize returns the window length used for a node with this margin.
+func (e *py1e) chunkSize(margin int64) int64 {
+	if e.chunk != 0 {
+		return e.chunk
+	}
+	return max(int64(1)<<22, 4*margin)
 }
 
 // fillWindow computes node c's output positions [lo, hi).
@@ -122,21 +127,23 @@ func (e *py1e) fillWindow(dst []int64, c int, lo, hi int64) {
 	// not for the window.
 	pb := make([]float64, min(w, 4096))
 	// Window ranks [qlo, qhi) are wanted. A first counting pass over coarse
-	// buckets of floor(position) (at most ~1024 of them, so the counters
+	// buckets of the integer part of positions (at most ~1024 of them, so the counters
 	// stay in cache) finds the buckets holding those ranks; only their
 	// samples are gathered, as (position, index) pairs, and each bucket is
 	// sorted with a fine counting sort. A resume that needs one batch thus
 	// sorts almost nothing; a full window sorts everything in linear time.
 	qlo, qhi := lo-a, hi-a
-	base := a - mm - 1 // floor(position) - base >= 0 (clamped below)
+	base := a - mm - 1 // trunc(position) - base >= 0 (clamped below)
 	keys := w + 2*mm + 3
 	sh := uint(0)
 	for keys>>sh >= 1024 {
 		sh++
 	}
 	nbk := keys>>sh + 1
+	// Keys only need to be monotone in the position: truncation is (and
+	// positions are >= 0 anyway, as shifts never reach below the node start).
 	key := func(x float64) int64 {
-		return min(max(int64(math.Floor(x))-base, 0), keys-1)
+		return min(max(int64(x)-base, 0), keys-1)
 	}
 	bstart := make([]int64, nbk+1)
 	for j := a; j < b; j += int64(len(pb)) {
@@ -282,13 +289,13 @@ type posIdx struct {
 	id int32
 }
 
-// sortBucket sorts b by (position, index), given that every floor(position)
-// - base of b lies in [0, nkeys) after clamping: a stable counting sort on
+// sortBucket sorts b by (position, index), given that every
+// trunc(position) - base of b lies in [0, nkeys) after clamping: a stable counting sort on
 // that key (b arrives in index order), then an insertion sort for samples
 // sharing a key. tmp and cnt are scratch buffers, returned for reuse.
 func sortBucket(b, tmp []posIdx, cnt []int32, base, nkeys int64) ([]posIdx, []int32) {
 	key := func(x float64) int64 {
-		return min(max(int64(math.Floor(x))-base, 0), nkeys-1)
+		return min(max(int64(x)-base, 0), nkeys-1)
 	}
 	if len(b) < 48 {
 		insertionSort(b)

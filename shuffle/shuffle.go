@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"sort"
 
 	"github.com/sluicedata/sluice/nprand"
@@ -217,6 +218,18 @@ func (s *Shuffle) Fill(dst []int64, pos int64) error {
 		s.impl.fill(dst, pos)
 	}
 	return nil
+}
+
+// ChunkHint returns a good length for Fill requests that walk a long range:
+// for py1e, long enough that the window margins on both sides of each
+// request (about 2.5 block sizes) add at most half of the work; for the
+// other algorithms a size that keeps scratch memory small. Requests may be
+// of any length; this only affects speed.
+func (s *Shuffle) ChunkHint() int64 {
+	if e, ok := s.impl.(*py1e); ok {
+		return e.chunkSize(slices.Max(e.margin))
+	}
+	return 1 << 20
 }
 
 // At returns the sample ID at position pos. It is a convenience for single

@@ -118,6 +118,9 @@ func checkFillMatches(t *testing.T, p shuffle.Params, whole []int64) {
 			t.Fatalf("At(%d) = %d, %v; want %d", lo, v, err, whole[lo])
 		}
 	}
+	if h := s.ChunkHint(); h < 1 {
+		t.Fatalf("ChunkHint = %d", h)
+	}
 	// Canonical node ranges tile [0, n).
 	var prev int64
 	for c := range s.NumCanonicalNodes() {
