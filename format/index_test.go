@@ -180,3 +180,45 @@ func FuzzParseJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestKeySets checks the exact key set of every format's entry (spec 2.6).
+func TestKeySets(t *testing.T) {
+	fi := format.FileInfo{Basename: "shard.00000.x", Bytes: 1}
+	want := map[string]string{
+		"mds":  "column_encodings column_names column_sizes compression format hashes raw_data samples size_limit version zip_data",
+		"json": "columns compression format hashes newline raw_data raw_meta samples size_limit version zip_data zip_meta",
+		"csv":  "column_encodings column_names compression format hashes newline raw_data raw_meta samples size_limit version zip_data zip_meta",
+		"tsv":  "column_encodings column_names compression format hashes newline raw_data raw_meta samples size_limit version zip_data zip_meta",
+		"xsv":  "column_encodings column_names compression format hashes newline raw_data raw_meta samples separator size_limit version zip_data zip_meta",
+	}
+	for f, keys := range want {
+		s := format.ShardInfo{Format: f, Version: 2, RawData: fi, Newline: "\n", Separator: "|",
+			ColumnNames: []string{"a"}, ColumnEncodings: []string{"int"}, ColumnSizes: []int{8}, Columns: map[string]string{"a": "int"}}
+		if f != "mds" {
+			s.RawMeta = &fi
+			s.ColumnSizes = nil
+		}
+		text := format.AppendIndex(nil, &format.Index{Shards: []format.ShardInfo{s}})
+		v, err := format.ParseJSON(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entry := v.(*format.JSONObject).Values["shards"].([]any)[0].(*format.JSONObject)
+		if got := strings.Join(entry.Keys, " "); got != keys {
+			t.Errorf("%s keys:\n got %s\nwant %s", f, got, keys)
+		}
+		idx, err := format.ParseIndex(text)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if again := format.AppendIndex(nil, idx); !bytes.Equal(again, text) {
+			t.Errorf("%s: round trip differs", f)
+		}
+		cfg := string(format.AppendConfig(nil, &s))
+		for _, k := range []string{"raw_data", "samples", "zip_data", "raw_meta", "zip_meta"} {
+			if strings.Contains(cfg, `"`+k+`"`) {
+				t.Errorf("%s config has %s: %s", f, k, cfg)
+			}
+		}
+	}
+}
