@@ -181,3 +181,16 @@ func ExamplePartition_AppendWorker() {
 	// [2 2 1 2 2]
 	// [5 7 9 -1]
 }
+
+func ExampleGet() {
+	// relaxed re-deal after growing from 2 to 3 nodes (spec §9.4).
+	shape, ids, err := partition.Get(partition.Params{
+		Algo: "relaxed", NumSamples: 12, NumCanonicalNodes: 2, NumPhysicalNodes: 3,
+		RanksPerNode: 1, WorkersPerRank: 1, BatchSize: 2, InitialPhysicalNodes: 2,
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(shape.Dims(), ids)
+	// Output: [3 1 1 2 2] [0 1 3 4 2 6 5 9 7 8 10 11]
+}
