@@ -84,6 +84,9 @@ func (p *Planner) streamWork(c *epochConfig, stream int, shape Shape, batch int)
 		return work{}, err
 	}
 	n := rs.total()
+	if n > maxMaterialised/2 {
+		return work{}, fmt.Errorf("%w: stream %d: %d samples per epoch is more than %s batching can arrange", ErrInvalid, stream, n, c.batchingMethod)
+	}
 	a, err := partitionFull(c.partitionAlgo, n, c.ncn, shape, batch, 0, c.initialPhysicalNodes)
 	if err != nil {
 		return work{}, fmt.Errorf("stream %d: %w", stream, err)

@@ -45,7 +45,11 @@ func (e *Epoch) initRandom() error {
 	if err != nil {
 		return err
 	}
-	e.rnd = &randomEpoch{c: &e.c, rs: rs, pt: pt, shape: pt.Shape().Dims(), ranks: make(map[[2]int]*rankSlices)}
+	shape := pt.Shape()
+	if per := int64(shape.BatchesPerWorker) * int64(shape.BatchSize); per*int64(shape.WorkersPerRank) > maxMaterialised {
+		return fmt.Errorf("%w: each rank would get %d samples, more than %d", ErrInvalid, per*int64(shape.WorkersPerRank), int64(maxMaterialised))
+	}
+	e.rnd = &randomEpoch{c: &e.c, rs: rs, pt: pt, shape: shape.Dims(), ranks: make(map[[2]int]*rankSlices)}
 	return nil
 }
 
@@ -212,6 +216,9 @@ func (r *randomEpoch) computeWorker(node, rank, worker int) ([]int64, error) {
 func (r *randomEpoch) all() (work, error) {
 	s := r.shape
 	per := s[3] * s[4]
+	if total := int64(s[0]) * int64(s[1]) * int64(s[2]) * int64(per); total > maxMaterialised {
+		return work{}, fmt.Errorf("%w: the epoch's arrangement has %d entries, more than %d; plan per worker instead", ErrInvalid, total, int64(maxMaterialised))
+	}
 	a := work{shape: s, data: r.pt.AppendAll(make([]int64, 0, s[0]*s[1]*s[2]*per))}
 	if err := r.mapIDs(a.data); err != nil {
 		return work{}, err

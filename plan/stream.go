@@ -42,6 +42,12 @@ type streamInfo struct {
 // arithmetic comfortably (and rejects absurd inputs before allocating).
 const maxSamples = 1 << 48
 
+// maxMaterialised bounds the entries of any array this package allocates
+// (a worker's slice, a whole arrangement, a stream's partition): 2^31
+// int64 values, 16 GiB. Larger requests fail with ErrInvalid instead of
+// exhausting memory.
+const maxMaterialised = 1 << 31
+
 // resolveStreams validates the streams and computes choose_s, proportion_s
 // and repeat_s (spec §11.1). epochSize 0 means unset.
 func resolveStreams(streams []Stream, epochSize, seed int64) ([]streamInfo, error) {

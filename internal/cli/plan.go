@@ -128,18 +128,18 @@ func runPlan(ctx context.Context, e *env, cmd *cobra.Command, f *planFlags, args
 	}
 	if f.epochSize != "" {
 		if opts.EpochSize, err = plan.ParseEpochSize(f.epochSize); err != nil {
-			return fmt.Errorf("plan: --epoch-size: %w", err)
+			return err
 		}
 	}
 	p, err := plan.New(streams, opts)
 	if err != nil {
-		return fmt.Errorf("plan: %w", err)
+		return err // plan's errors name the package already
 	}
 	shape := plan.Shape{Nodes: f.nodes, RanksPerNode: f.ranksPerNode, WorkersPerRank: f.workersPerRank}
 	ep, err := p.Epoch(plan.EpochSpec{Epoch: f.epoch, SampleInEpoch: f.sampleInEpoch, Shape: shape,
 		InitialPhysicalNodes: f.initialPhysicalNodes})
 	if err != nil {
-		return fmt.Errorf("plan: %w", err)
+		return err
 	}
 	w := bufio.NewWriter(e.stdout)
 	if f.asJSON {
@@ -148,7 +148,7 @@ func runPlan(ctx context.Context, e *env, cmd *cobra.Command, f *planFlags, args
 		err = writePlanText(w, p, ep, names, f)
 	}
 	if err != nil {
-		return fmt.Errorf("plan: %w", err)
+		return err
 	}
 	return w.Flush()
 }
@@ -369,7 +369,7 @@ func writePlanText(w io.Writer, p *plan.Planner, ep *plan.Epoch, names []string,
 				i, names[i], s.Samples, s.Choose, s.Proportion, s.Repeat)
 		}
 	}
-	fmt.Fprintf(w, "epoch %d: %d samples, resuming after %d\n", spec.Epoch, p.EpochSize(), spec.SampleInEpoch)
+	fmt.Fprintf(w, "epoch %d: %d samples, starting at sample %d\n", spec.Epoch, p.EpochSize(), spec.SampleInEpoch)
 	algo := "off"
 	if f.shuffle {
 		algo = fmt.Sprintf("%s, seed %d, block size %d", f.shuffleAlgo, *spec.ShuffleSeed, spec.ShuffleBlockSize)
