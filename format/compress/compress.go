@@ -173,6 +173,10 @@ func grow(b []byte, n int) []byte {
 	return nb
 }
 
+// Bound returns a capacity that holds the compressed form of n bytes for
+// every family without growing (incompressible data expands slightly).
+func Bound(n int) int { return n + n/128 + 1024 }
+
 // Compress is a one-shot helper: it compresses src with the compression
 // string s.
 func Compress(s string, src []byte) ([]byte, error) {

@@ -76,8 +76,9 @@ type Writer struct {
 	limit    int64
 	zip      *compress.Compressor
 
-	body    []byte  // records of the current shard
-	ends    []int64 // end of each record in body
+	body    []byte  // reserve bytes of room for the header, then the records
+	reserve int     // header room at the front of body
+	ends    []int64 // end of each record, relative to body[reserve:]
 	shardNo int
 
 	sem    chan struct{}
@@ -93,8 +94,8 @@ type Writer struct {
 
 type job struct {
 	info format.ShardInfo
-	head []byte // N, offsets and config
-	body []byte // the records
+	raw  []byte // the whole raw shard file
+	buf  []byte // the buffer to recycle afterwards
 	path string
 	name string
 	err  error
@@ -159,6 +160,8 @@ func NewWriter(dir string, opts *WriterOptions) (*Writer, error) {
 		t.SizeLimit = opts.SizeLimit
 	}
 	w.cfg = format.AppendConfig(nil, t)
+	w.reserve = int(w.headerSize()) + 4*256
+	w.body = make([]byte, w.reserve, w.reserve+64<<10)
 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("mds: %w", err)
@@ -189,7 +192,7 @@ func (w *Writer) headerSize() int64 { return 8 + int64(len(w.cfg)) }
 
 // shardSize is the exact file size of the current shard.
 func (w *Writer) shardSize() int64 {
-	return w.headerSize() + int64(len(w.body)) + 4*int64(len(w.ends))
+	return w.headerSize() + int64(len(w.body)-w.reserve) + 4*int64(len(w.ends))
 }
 
 func (w *Writer) sticky() error {
@@ -246,7 +249,7 @@ func (w *Writer) Write(sample format.Sample) error {
 			w.body = append(w.body, rec...)
 		}
 	}
-	w.ends = append(w.ends, int64(len(w.body)))
+	w.ends = append(w.ends, int64(len(w.body)-w.reserve))
 	return nil
 }
 
@@ -279,26 +282,44 @@ func (w *Writer) appendRecord(dst []byte, sample format.Sample) ([]byte, error) 
 	return dst, nil
 }
 
-// flush hands the current shard to the background pipeline. The record
-// buffer goes with it; a recycled one takes its place.
+// flush hands the current shard to the background pipeline. The header
+// is written into the room reserved at the front of the record buffer, so
+// the raw file is one contiguous slice without a copy (when the reserve
+// was too small, the file is assembled in a new buffer and the reserve
+// grows for the next shard). The buffer goes with the job; a recycled one
+// takes its place.
 func (w *Writer) flush() error {
 	n := len(w.ends)
 	size := w.shardSize()
-	head := make([]byte, 0, 8+4*n+len(w.cfg))
-	head = binary.LittleEndian.AppendUint32(head, uint32(n))
-	base := w.headerSize() + 4*int64(n)
-	head = binary.LittleEndian.AppendUint32(head, uint32(base))
-	for _, e := range w.ends {
-		head = binary.LittleEndian.AppendUint32(head, uint32(base+e))
+	hlen := int(w.headerSize()) + 4*n
+	records := w.body[w.reserve:]
+	var raw []byte
+	if hlen <= w.reserve {
+		raw = w.body[w.reserve-hlen:]
+	} else {
+		raw = make([]byte, hlen+len(records))
+		copy(raw[hlen:], records)
 	}
-	head = append(head, w.cfg...)
-	j := &job{info: w.template, head: head, body: w.body, done: make(chan struct{})}
+	le := binary.LittleEndian
+	le.PutUint32(raw, uint32(n))
+	base := uint32(hlen)
+	le.PutUint32(raw[4:], base)
+	for i, e := range w.ends {
+		le.PutUint32(raw[8+4*i:], base+uint32(e))
+	}
+	copy(raw[8+4*n:], w.cfg)
+	j := &job{info: w.template, raw: raw, buf: w.body, done: make(chan struct{})}
+
+	w.reserve = max(w.reserve, hlen+hlen/4)
+	var next []byte
 	select {
-	case b := <-w.free:
-		w.body = b[:0]
+	case next = <-w.free:
 	default:
-		w.body = make([]byte, 0, cap(j.body))
 	}
+	if cap(next) < w.reserve+len(records) {
+		next = make([]byte, 0, max(cap(j.buf), w.reserve+len(records)))
+	}
+	w.body = next[:w.reserve]
 	w.ends = w.ends[:0]
 
 	j.info.Samples = n
@@ -309,10 +330,10 @@ func (w *Writer) flush() error {
 		defer func() { <-w.sem; close(j.done) }()
 		j.err = w.process(j)
 		select {
-		case w.free <- j.body[:0]:
+		case w.free <- j.buf[:0]:
 		default:
 		}
-		j.head, j.body = nil, nil
+		j.raw, j.buf = nil, nil
 	}()
 	w.queue <- j
 	return w.sticky()
@@ -320,23 +341,18 @@ func (w *Writer) flush() error {
 
 // process hashes, compresses and writes one shard file.
 func (w *Writer) process(j *job) error {
-	h, err := hashing.NewMulti(w.template.Hashes)
-	if err != nil {
+	var err error
+	if j.info.RawData.Hashes, err = hashing.SumAll(w.template.Hashes, j.raw); err != nil {
 		return err
 	}
-	h.Write(j.head)
-	h.Write(j.body)
-	j.info.RawData.Hashes = h.Sums()
 	j.name = j.info.RawData.Basename
-	parts := [][]byte{j.head, j.body}
+	data := j.raw
 	if w.zip != nil {
-		raw := make([]byte, 0, len(j.head)+len(j.body))
-		raw = append(append(raw, j.head...), j.body...)
-		zdata, err := w.zip.Compress(nil, raw)
+		zdata, err := w.zip.Compress(make([]byte, 0, compress.Bound(len(j.raw))), j.raw)
 		if err != nil {
 			return fmt.Errorf("mds: compress %s: %w", j.name, err)
 		}
-		parts = [][]byte{zdata}
+		data = zdata
 		j.name = j.info.RawData.Basename + "." + w.zip.Spec().Family
 		j.info.ZipData = &format.FileInfo{Basename: j.name, Bytes: int64(len(zdata))}
 		if j.info.ZipData.Hashes, err = hashing.SumAll(w.template.Hashes, zdata); err != nil {
@@ -344,7 +360,7 @@ func (w *Writer) process(j *job) error {
 		}
 	}
 	j.path = filepath.Join(w.dir, j.name)
-	if err := writeFileAtomic(j.path, 0o644, parts...); err != nil {
+	if err := writeFileAtomic(j.path, 0o644, data); err != nil {
 		return fmt.Errorf("mds: %w", err)
 	}
 	return nil
