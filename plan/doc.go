@@ -42,18 +42,31 @@
 //
 // For batching_method random, a resumed epoch re-deals the canonical order
 // after dropping sample_in_epoch samples (partition drop_first), so a run
-// can resume on any shape with the same canonical nodes; the other batching
-// methods skip sample_in_epoch / global_batch whole global batches.
+// can resume on any shape with the same canonical nodes (with the relaxed
+// partition and the same global batch size, even on a node count that
+// neither divides nor is a multiple of them); the other batching methods
+// skip sample_in_epoch / global_batch whole global batches.
 //
 // # Cost
 //
-// For random batching, Worker costs time and memory proportional to the
-// worker's share: the partition yields a worker's positions directly and
-// the resampling is kept as shard-sized units (no epoch-sized
-// small_per_big array). What the shuffle needs is computed once per Epoch
-// and shared by every worker of the process. The stratified, per_stream and
-// device_per_stream methods are inherently global (they count full batches
-// of every stream) and build the whole arrangement once per Epoch.
+// For random batching nothing epoch-sized is materialised: the partition
+// yields a rank's canonical positions directly (O(rank's share)), the
+// resampling is kept as shard-sized units (no small_per_big array), and the
+// shuffle fills only the position ranges the rank touches, in bounded
+// chunks. What remains global is inside package shuffle: preparing an
+// epoch's shuffle replays the epoch's random draws once (numpy's generator
+// is sequential and its rejection sampling makes draw counts
+// data-dependent), and naive is a single global permutation. py1e evaluates
+// a window of about a shuffle block around the requested positions, so
+// resuming costs O(block size) plus that replay; py1s, py2s, py1br and py1b
+// touch only the shards or blocks that hold requested positions. A node's
+// share is the unit of the shuffle's work: every rank of a node draws from
+// the same canonical rows, so NodeOrder and NodeSchedule compute all of a
+// node's ranks in one pass.
+//
+// The stratified, per_stream and device_per_stream methods are inherently
+// global (they count the full batches of every stream) and build the whole
+// arrangement once per Epoch.
 //
 // # Concurrency
 //

@@ -275,9 +275,14 @@ func (e *Epoch) checkWorker(node, rank, worker int) error {
 // Worker returns the sample IDs of one worker (node, rank of node, worker of
 // rank) in the order it yields them: generate_work()[node][rank][worker]
 // flattened, batch after batch, with -1 as padding (which the consumer
-// skips). For random batching it costs time and memory proportional to the
-// worker's share plus, for shuffles that need it, the epoch's shuffle
-// (computed once per Epoch and shared).
+// skips). The slice belongs to the caller.
+//
+// For random batching the first call for a rank computes all of that rank's
+// workers in one pass and keeps the others' slices until they are asked
+// for; it costs time proportional to the canonical-node ranges the rank
+// draws from (its node's share), memory proportional to the rank's share,
+// plus the epoch's shuffle preparation, done once per Epoch and shared.
+// Other batching methods build the whole arrangement once per Epoch.
 func (e *Epoch) Worker(node, rank, worker int) ([]int64, error) {
 	if err := e.checkWorker(node, rank, worker); err != nil {
 		return nil, err
