@@ -9,10 +9,13 @@ import (
 	"fmt"
 
 	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/azstore"
 	"github.com/sluicedata/sluice/storage/filestore"
+	"github.com/sluicedata/sluice/storage/gcsstore"
 	"github.com/sluicedata/sluice/storage/httpstore"
 	"github.com/sluicedata/sluice/storage/limit"
 	"github.com/sluicedata/sluice/storage/retry"
+	"github.com/sluicedata/sluice/storage/s3store"
 )
 
 // Default returns a Registry with every built-in driver registered.
@@ -24,6 +27,10 @@ func Default() *storage.Registry {
 	r.Register("http", httpstore.Open)
 	r.Register("https", httpstore.Open)
 	// Cloud object stores (s3, gs, az, azure) are registered below.
+	r.Register("s3", s3store.Open)
+	r.Register("gs", gcsstore.Open)
+	r.Register("az", azstore.Open)
+	r.Register("azure", azstore.Open)
 	return r
 }
 
