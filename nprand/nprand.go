@@ -491,18 +491,39 @@ func (g *Generator) Choice(n, k int) ([]int64, error) {
 		return []int64{}, nil
 	}
 	if n > 10000 && k > n/50 {
-		// Tail shuffle: the last k positions of a partial Fisher-Yates.
-		a := make([]int64, n)
-		for i := range a {
-			a[i] = int64(i)
-		}
+		// Tail shuffle: the last k positions of a partial Fisher-Yates over
+		// [0, n). Only positions that were swapped differ from the identity,
+		// so a large population is tracked sparsely, in O(k) memory.
 		stop := max(n-k, 1)
-		for i := n - 1; i >= stop; i-- {
-			j := g.Bounded(uint64(i))
-			a[i], a[j] = a[j], a[i]
+		if n <= 1<<24 {
+			a := make([]int64, n)
+			for i := range a {
+				a[i] = int64(i)
+			}
+			for i := n - 1; i >= stop; i-- {
+				j := g.Bounded(uint64(i))
+				a[i], a[j] = a[j], a[i]
+			}
+			out := make([]int64, k)
+			copy(out, a[n-k:])
+			return out, nil
+		}
+		moved := make(map[int64]int64, 2*k)
+		get := func(i int64) int64 {
+			if v, ok := moved[i]; ok {
+				return v
+			}
+			return i
+		}
+		for i := int64(n - 1); i >= int64(stop); i-- {
+			j := int64(g.Bounded(uint64(i)))
+			vi, vj := get(i), get(j)
+			moved[i], moved[j] = vj, vi
 		}
 		out := make([]int64, k)
-		copy(out, a[n-k:])
+		for i := range out {
+			out[i] = get(int64(n - k + i))
+		}
 		return out, nil
 	}
 	// Floyd's algorithm, then a Lemire-based shuffle of the result.
