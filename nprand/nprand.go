@@ -481,6 +481,12 @@ func (g *Generator) Uniforms(lo, hi float64, k int) ([]float64, error) {
 // shuffle=True and no probabilities (spec A.5): k distinct values from
 // [0, n) in numpy's exact order.
 func (g *Generator) Choice(n, k int) ([]int64, error) {
+	return g.choice(n, k, 1<<24)
+}
+
+// choice is Choice with the population size up to which the tail regime
+// uses a dense array (larger ones are tracked sparsely).
+func (g *Generator) choice(n, k, denseLimit int) ([]int64, error) {
 	if n < 0 || k < 0 {
 		return nil, fmt.Errorf("%w: choice: negative population %d or size %d", ErrInvalidArgument, n, k)
 	}
@@ -495,7 +501,7 @@ func (g *Generator) Choice(n, k int) ([]int64, error) {
 		// [0, n). Only positions that were swapped differ from the identity,
 		// so a large population is tracked sparsely, in O(k) memory.
 		stop := max(n-k, 1)
-		if n <= 1<<24 {
+		if n <= denseLimit {
 			a := make([]int64, n)
 			for i := range a {
 				a[i] = int64(i)

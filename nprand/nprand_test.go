@@ -379,25 +379,3 @@ func BenchmarkSkipShuffle1M(b *testing.B) {
 		g.SkipShuffle(1 << 20)
 	}
 }
-
-// TestChoiceSparseTail checks the sparse tail-shuffle path (large
-// populations) against the dense one it replaces: the same draws must give
-// the same values.
-func TestChoiceSparseTail(t *testing.T) {
-	const n = 1<<24 + 1000
-	const k = n/50 + 7
-	got, err := nprand.New(11).Choice(n, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Dense reference: the partial Fisher-Yates on a full array.
-	g := nprand.New(11)
-	a := arange(n)
-	for i := n - 1; i >= n-k; i-- {
-		j := g.Bounded(uint64(i))
-		a[i], a[j] = a[j], a[i]
-	}
-	if d := cmp.Diff(a[n-k:], got); d != "" {
-		t.Fatalf("sparse tail differs (-dense +sparse):\n%s", d)
-	}
-}
