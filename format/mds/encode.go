@@ -82,6 +82,11 @@ func (e *Encoding) appendValue(dst []byte, v any) ([]byte, error) {
 			}
 			f = x.Float64()
 		case float32:
+			if e.kind == kF32 {
+				// Keep the exact bits (a float64 round trip would quiet a
+				// signalling NaN).
+				return le.AppendUint32(dst, math.Float32bits(x)), nil
+			}
 			f = float64(x)
 		case float64:
 			f = x
