@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strings"
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
@@ -78,6 +79,11 @@ type CopyTreeOptions struct {
 	// OnObject, when not nil, is called after each object is copied or
 	// skipped. It may be called from several goroutines at once.
 	OnObject func(info ObjectInfo, skipped bool)
+	// Objects, when not nil, is the list of objects to copy (their keys
+	// start with SrcPrefix; a positive Size is checked), instead of listing
+	// src. It serves stores that cannot list, and callers that listed
+	// already (to size a progress bar).
+	Objects []ObjectInfo
 }
 
 // CopyStats sums up a CopyTree.
@@ -125,7 +131,11 @@ func CopyTree(ctx context.Context, src, dst Bucket, opts *CopyTreeOptions) (Copy
 				return err
 			}
 		}
-		n, err := Copy(ctx, src, info.Key, dst, dstKey, info.Size, o.Progress)
+		want := info.Size
+		if o.Objects != nil && want <= 0 {
+			want = -1 // not known
+		}
+		n, err := Copy(ctx, src, info.Key, dst, dstKey, want, o.Progress)
 		bytes.Add(n)
 		if err != nil {
 			return err
@@ -139,7 +149,23 @@ func CopyTree(ctx context.Context, src, dst Bucket, opts *CopyTreeOptions) (Copy
 	var last []ObjectInfo
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(o.Concurrency)
-	listErr := src.List(gctx, o.SrcPrefix, func(info ObjectInfo) error {
+	each := func(fn func(ObjectInfo) error) error { return src.List(gctx, o.SrcPrefix, fn) }
+	if o.Objects != nil {
+		for _, info := range o.Objects {
+			if !strings.HasPrefix(info.Key, o.SrcPrefix) {
+				return CopyStats{}, fmt.Errorf("storage: copy tree: object %q is not under the prefix %q", info.Key, o.SrcPrefix)
+			}
+		}
+		each = func(fn func(ObjectInfo) error) error {
+			for _, info := range o.Objects {
+				if err := fn(info); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	listErr := each(func(info ObjectInfo) error {
 		if o.Last(info.Key) {
 			last = append(last, info)
 			return nil

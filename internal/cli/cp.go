@@ -1,18 +1,162 @@
 package cli
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+
+	"github.com/sluicedata/sluice/internal/stores"
+	"github.com/sluicedata/sluice/storage"
 )
 
-// TODO(owner): placeholder until the cp command lands.
+type cpFlags struct {
+	concurrency  int
+	skipExisting bool
+	progress     string
+}
+
 func newCpCommand(e *env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "cp",
+	var f cpFlags
+	cmd := &cobra.Command{
+		Use:   "cp SRC DST",
 		Short: "Copy a dataset between stores",
+		Long: `Copy every object under SRC to DST, in parallel, between any two stores (local
+paths, file://, s3://, gs://, az://, and http(s):// as a source). Bytes stream
+from one store to the other without touching local disk. Index files
+(index.json) are copied after every shard, so a reader never sees an index
+that names a missing shard; an object that fails to copy never appears at
+DST. Plain HTTP cannot list, so an http(s) SRC is copied through the files its
+index.json names.
+
+A progress bar is drawn when standard error is a terminal; a final line
+gives the objects, bytes and rate.`,
+		Example: `  sluice cp s3://my-bucket/c4/train gs://mirror/c4/train
+  sluice cp --skip-existing https://example.com/ds ./ds`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("cp: not implemented yet")
+			return runCp(cmd.Context(), e, args[0], args[1], &f)
 		},
 	}
+	cmd.Flags().IntVarP(&f.concurrency, "concurrency", "j", 16, "objects copied at once")
+	cmd.Flags().BoolVar(&f.skipExisting, "skip-existing", false, "skip objects that exist at DST with the same size (resume a copy)")
+	cmd.Flags().StringVar(&f.progress, "progress", "auto", "progress display: auto (bar on a terminal), bar, none")
+	return cmd
+}
+
+func runCp(ctx context.Context, e *env, src, dst string, f *cpFlags) (err error) {
+	if f.concurrency <= 0 {
+		return fmt.Errorf("cp: --concurrency must be positive, got %d", f.concurrency)
+	}
+	switch f.progress {
+	case "auto", "bar", "none":
+	default:
+		return fmt.Errorf("cp: --progress must be auto, bar or none, got %q", f.progress)
+	}
+	sb, err := stores.Open(ctx, e.registry, src, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, ignoreClosed(sb.Close())) }()
+	db, err := stores.Open(ctx, e.registry, dst, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, ignoreClosed(db.Close())) }()
+	if sameRoot(sb.URL(""), db.URL("")) {
+		return fmt.Errorf("cp: source and destination are the same place (%s)", sb.URL(""))
+	}
+
+	objects, err := listObjects(ctx, sb)
+	if err != nil {
+		return fmt.Errorf("cp: list %s: %w", src, err)
+	}
+	if len(objects) == 0 {
+		return fmt.Errorf("cp: no objects under %s", src)
+	}
+	var total int64
+	for _, o := range objects {
+		total += o.Size
+	}
+
+	opts := &storage.CopyTreeOptions{
+		Concurrency:  f.concurrency,
+		SkipExisting: f.skipExisting,
+		Objects:      objects,
+	}
+	showBar := f.progress == "bar" || (f.progress == "auto" && isTerminal(e.stderr))
+	var stopBar func(ok bool)
+	if showBar {
+		opts.Progress, opts.OnObject, stopBar = cpProgressBar(e.stderr, total, len(objects))
+	}
+	start := time.Now()
+	stats, err := storage.CopyTree(ctx, sb, db, opts)
+	elapsed := time.Since(start)
+	if stopBar != nil {
+		stopBar(err == nil)
+	}
+	if err != nil {
+		return fmt.Errorf("cp: %w (%d objects, %s copied before the failure)", err, stats.Objects, humanBytes(stats.Bytes))
+	}
+	fmt.Fprintln(e.stdout, cpSummary(stats, elapsed))
+	return nil
+}
+
+// cpSummary is the final line of cp.
+func cpSummary(s storage.CopyStats, elapsed time.Duration) string {
+	secs := max(elapsed.Seconds(), 1e-3)
+	line := fmt.Sprintf("copied %d objects, %s in %s (%s/s, %.1f objects/s)",
+		s.Objects, humanBytes(s.Bytes), elapsed.Round(time.Millisecond), humanBytes(int64(float64(s.Bytes)/secs)), float64(s.Objects)/secs)
+	if s.Skipped > 0 {
+		line += fmt.Sprintf("; skipped %d already present", s.Skipped)
+	}
+	return line
+}
+
+// sameRoot reports whether two bucket roots overlap (one inside the other),
+// where a copy would read what it writes.
+func sameRoot(a, b string) bool {
+	a, b = strings.TrimSuffix(a, "/")+"/", strings.TrimSuffix(b, "/")+"/"
+	return strings.HasPrefix(a, b) || strings.HasPrefix(b, a)
+}
+
+// cpProgressBar draws a byte bar with rate and ETA. The returned stop
+// completes (ok) or aborts the bar and waits for its last frame.
+func cpProgressBar(w io.Writer, total int64, objects int) (progress func(int64), onObject func(storage.ObjectInfo, bool), stop func(ok bool)) {
+	p := mpb.New(mpb.WithOutput(w), mpb.WithWidth(40), mpb.WithAutoRefresh())
+	var done atomic.Int64
+	bar := p.New(total, mpb.BarStyle(),
+		mpb.PrependDecorators(
+			decor.Any(func(decor.Statistics) string { return fmt.Sprintf("cp %d/%d ", done.Load(), objects) }),
+			decor.CountersKibiByte("% .1f / % .1f"),
+		),
+		mpb.AppendDecorators(
+			decor.AverageSpeed(decor.SizeB1024(0), " % .1f"),
+			decor.Name("  ETA "),
+			decor.AverageETA(decor.ET_STYLE_GO),
+		),
+	)
+	progress = func(n int64) { bar.IncrInt64(n) }
+	onObject = func(info storage.ObjectInfo, skipped bool) {
+		done.Add(1)
+		if skipped {
+			bar.IncrInt64(info.Size)
+		}
+	}
+	stop = func(ok bool) {
+		if ok {
+			bar.SetTotal(-1, true)
+		} else {
+			bar.Abort(false)
+		}
+		p.Wait()
+	}
+	return progress, onObject, stop
 }
