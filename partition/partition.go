@@ -66,6 +66,7 @@ const (
 	maxSamples = 1 << 48
 	maxDim     = 1 << 20 // nodes, ranks, workers, batch size
 	maxNCN     = 1 << 24
+	maxCells   = 1 << 44 // nodes·ranks·workers·batch size
 	// MaxEntries bounds the flattened output of Get and AppendAll.
 	MaxEntries = 1 << 34
 )
@@ -167,6 +168,11 @@ func New(p Params) (*Partition, error) {
 		return nil, fmt.Errorf("%w: drop_first %d < 0", ErrInvalid, p.DropFirst)
 	}
 	world := int64(p.NumPhysicalNodes) * int64(p.RanksPerNode)
+	if cells := world * int64(p.WorkersPerRank) * int64(p.BatchSize); cells > maxCells {
+		// Bounds every index product below (one batch per worker per rank
+		// already exceeds any real cluster).
+		return nil, fmt.Errorf("%w: nodes·ranks·workers·batch_size = %d exceeds %d", ErrInvalid, cells, int64(maxCells))
+	}
 	extra := world - p.NumSamples%world
 	if p.NumSamples+extra < p.DropFirst {
 		return nil, fmt.Errorf("%w: resuming further into the dataset (drop_first %d) than it has samples (%d)", ErrInvalid, p.DropFirst, p.NumSamples)

@@ -147,8 +147,11 @@ func TestInvalid(t *testing.T) {
 		"zero batch":    mod(func(p *partition.Params) { p.BatchSize = 0 }),
 		"huge workers":  mod(func(p *partition.Params) { p.WorkersPerRank = 1 << 30 }),
 		"negative drop": mod(func(p *partition.Params) { p.DropFirst = -1 }),
-		"drop too far":  mod(func(p *partition.Params) { p.DropFirst = 105 }),
-		"indivisible":   mod(func(p *partition.Params) { p.NumCanonicalNodes = 3 }),
+		"huge cluster": mod(func(p *partition.Params) {
+			p.NumPhysicalNodes, p.RanksPerNode, p.WorkersPerRank, p.BatchSize = 1<<20, 1<<20, 1<<20, 1<<20
+		}),
+		"drop too far": mod(func(p *partition.Params) { p.DropFirst = 105 }),
+		"indivisible":  mod(func(p *partition.Params) { p.NumCanonicalNodes = 3 }),
 		"relaxed global batch": mod(func(p *partition.Params) {
 			p.NumCanonicalNodes, p.NumPhysicalNodes, p.InitialPhysicalNodes, p.RanksPerNode, p.BatchSize = 2, 3, 2, 1, 1
 		}),
