@@ -1,8 +1,10 @@
 package plan_test
 
 import (
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"testing"
@@ -52,9 +54,9 @@ func (c *orderCase) name(i int) string {
 
 func loadOrderCases(t testing.TB) []orderCase {
 	t.Helper()
-	b, err := os.ReadFile(fixtureDir + "orders_a.json")
+	b, err := readGzip("testdata/orders_a.json.gz")
 	if err != nil {
-		t.Skipf("fixtures not available: %v", err)
+		t.Fatal(err)
 	}
 	var f struct {
 		Cases []orderCase `json:"cases"`
@@ -140,7 +142,7 @@ func TestOrdersFixture(t *testing.T) {
 func TestStateDictsFixture(t *testing.T) {
 	for i, c := range loadStateFixtures(t) {
 		t.Run(strconv.Itoa(i), func(t *testing.T) {
-			b, err := os.ReadFile(fixtureDir + c.Dataset + "/data/index.json")
+			b, err := os.ReadFile("testdata/" + c.Dataset + "/index.json")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -217,6 +219,19 @@ func TestStateDictsFixture(t *testing.T) {
 			}
 		})
 	}
+}
+
+func readGzip(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(zr)
 }
 
 // shardSizesFromIndex reads the samples field of every shard of an

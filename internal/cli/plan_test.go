@@ -2,8 +2,10 @@ package cli
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,7 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-const planFixtures = "../../../shared/fixtures/order/"
+// planTestdata holds MosaicML's reference orders (see its README.md).
+const planTestdata = "../../plan/testdata/"
 
 func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
@@ -25,9 +28,9 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 // TestPlanJSONFixtures checks `sluice plan --json` against MosaicML's
 // generate_work for cases of orders_a.json, reading dataset_a's index.json.
 func TestPlanJSONFixtures(t *testing.T) {
-	b, err := os.ReadFile(planFixtures + "orders_a.json")
+	b, err := readGzipFile(planTestdata + "orders_a.json.gz")
 	if err != nil {
-		t.Skipf("fixtures not available: %v", err)
+		t.Fatal(err)
 	}
 	var f struct {
 		Cases []struct {
@@ -53,7 +56,7 @@ func TestPlanJSONFixtures(t *testing.T) {
 	if err := json.Unmarshal(b, &f); err != nil {
 		t.Fatal(err)
 	}
-	dataset := planFixtures + "dataset_a/data"
+	dataset := planTestdata + "dataset_a"
 	for i, c := range f.Cases {
 		if i%7 != 0 && c.SampleInEpoch == 0 { // a spread of cases plus every resumed one
 			continue
@@ -103,10 +106,23 @@ func TestPlanJSONFixtures(t *testing.T) {
 	}
 }
 
-func TestPlanShardSizesEqualsDataset(t *testing.T) {
-	a, err := runCLI(t, "plan", "--json", "--shuffle", "--batch-size", "4", "--nodes", "2", "--ranks-per-node", "2", planFixtures+"dataset_a/data")
+func readGzipFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
 	if err != nil {
-		t.Skipf("fixtures: %v", err)
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(zr)
+}
+
+func TestPlanShardSizesEqualsDataset(t *testing.T) {
+	a, err := runCLI(t, "plan", "--json", "--shuffle", "--batch-size", "4", "--nodes", "2", "--ranks-per-node", "2", planTestdata+"dataset_a")
+	if err != nil {
+		t.Fatal(err)
 	}
 	b, err := runCLI(t, "plan", "--json", "--shuffle", "--batch-size", "4", "--nodes", "2", "--ranks-per-node", "2", "--shard-sizes", "155,155,154,155,154,154,73")
 	if err != nil {
