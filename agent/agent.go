@@ -35,7 +35,10 @@ import (
 	"time"
 
 	"github.com/sluicedata/sluice/agentapi"
+	"github.com/sluicedata/sluice/cache"
+	"github.com/sluicedata/sluice/plan"
 	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/stream"
 )
 
 // Defaults of Options.
@@ -60,9 +63,6 @@ type Options struct {
 	Wait time.Duration
 	// MaxBatch caps the samples of one reply (0 means DefaultMaxBatch).
 	MaxBatch int
-
-	// open replaces the stream-backed opener in tests of the protocol.
-	open opener
 }
 
 // Agent serves datasets to clients. Create it with New, run it with Serve.
@@ -76,9 +76,15 @@ type Agent struct {
 	datasets map[string]*sharedDataset // by dataset identity
 	jobs     map[string]*job           // by job + dataset identity
 	conns    map[*conn]struct{}
+	gone     *sync.Cond    // broadcast (with mu) when a connection is released
 	idle     chan struct{} // signalled when conns drops to zero
 	closed   bool
 	samples  int64 // samples served, for stats
+
+	// cacheMu guards caches: one cache.Cache per cache root, shared by
+	// every dataset under it.
+	cacheMu sync.Mutex
+	caches  map[string]*cache.Cache
 }
 
 // New returns an Agent.
@@ -96,21 +102,21 @@ func New(opts *Options) (*Agent, error) {
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = DefaultMaxBatch
 	}
-	if o.open == nil {
-		o.open = streamOpener(o.Registry)
-	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Agent{
+	a := &Agent{
 		opts:     o,
 		log:      log,
 		datasets: map[string]*sharedDataset{},
 		jobs:     map[string]*job{},
 		conns:    map[*conn]struct{}{},
 		idle:     make(chan struct{}, 1),
-	}, nil
+		caches:   map[string]*cache.Cache{},
+	}
+	a.gone = sync.NewCond(&a.mu)
+	return a, nil
 }
 
 // Serve accepts connections on ln until ctx is cancelled or the agent has
@@ -140,6 +146,9 @@ func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 	}()
 	// Start idle: with no client ever connecting, the idle timer runs.
 	a.signalIdle()
+	// Unblock Accept when the agent stops (cancelled or idle).
+	stopAccept := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stopAccept()
 
 	for {
 		nc, err := ln.Accept()
@@ -215,6 +224,7 @@ func (a *Agent) removeConn(c *conn) {
 	a.mu.Lock()
 	delete(a.conns, c)
 	n := len(a.conns)
+	a.gone.Broadcast()
 	a.mu.Unlock()
 	if n == 0 {
 		a.signalIdle()
@@ -224,22 +234,25 @@ func (a *Agent) removeConn(c *conn) {
 func (a *Agent) closeDatasets() {
 	a.mu.Lock()
 	a.closed = true
-	ds := a.datasets
-	a.datasets = map[string]*sharedDataset{}
+	ds, jobs := a.datasets, a.jobs
+	a.datasets, a.jobs = map[string]*sharedDataset{}, map[string]*job{}
 	a.mu.Unlock()
+	for _, j := range jobs {
+		a.closeJob(j)
+	}
 	for _, d := range ds {
-		if err := d.src.close(); err != nil {
+		if err := d.ds.Close(); err != nil {
 			a.log.Warn("close dataset", "err", err)
 		}
 	}
-}
-
-// sharedDataset is one opened dataset, shared by every handle with the same
-// identity.
-type sharedDataset struct {
-	key  string
-	src  source
-	refs int // handles on it; guarded by Agent.mu
+	a.cacheMu.Lock()
+	defer a.cacheMu.Unlock()
+	for dir, c := range a.caches {
+		if err := c.Close(); err != nil {
+			a.log.Warn("close cache", "dir", dir, "err", err)
+		}
+	}
+	a.caches = map[string]*cache.Cache{}
 }
 
 // acquireDataset opens the dataset or takes another reference to it.
@@ -253,18 +266,23 @@ func (a *Agent) acquireDataset(ctx context.Context, key string, spec agentapi.Da
 	a.mu.Unlock()
 	// Open outside the lock: it may download the index. Two openers may
 	// race; the loser closes its copy.
-	src, err := a.opts.open(ctx, spec)
+	d, err := a.openDataset(ctx, key, spec)
 	if err != nil {
 		return nil, err
 	}
 	a.mu.Lock()
-	if d, ok := a.datasets[key]; ok {
-		d.refs++
+	if prev, ok := a.datasets[key]; ok {
+		prev.refs++
 		a.mu.Unlock()
-		src.close()
-		return d, nil
+		d.ds.Close()
+		return prev, nil
 	}
-	d := &sharedDataset{key: key, src: src, refs: 1}
+	if a.closed {
+		a.mu.Unlock()
+		d.ds.Close()
+		return nil, &agentapi.Error{Code: agentapi.CodeClosed, Message: "agent is shutting down"}
+	}
+	d.refs = 1
 	a.datasets[key] = d
 	a.mu.Unlock()
 	return d, nil
@@ -280,80 +298,71 @@ func (a *Agent) releaseDataset(d *sharedDataset) {
 	}
 	a.mu.Unlock()
 	if last {
-		if err := d.src.close(); err != nil {
+		if err := d.ds.Close(); err != nil {
 			a.log.Warn("close dataset", "err", err)
 		}
 	}
 }
 
-// job is the shared state of the consumers of one job on one dataset:
-// MosaicML's next_epoch, kept per (rank, worker) so that no barrier is
-// needed.
+// job is the shared state of the consumers of one job on one dataset: a
+// cursor (a stream.Dataset with its own epoch counter, MosaicML's
+// next_epoch) per (rank, worker), and the newest epoch each rank started.
 type job struct {
-	key   string
-	conns int // handles open on it; guarded by Agent.mu
-	// next is the next epoch of each (rank, worker); guarded by Agent.mu.
-	next map[[2]int]int64
-	// started is the newest epoch started on each rank; guarded by
-	// Agent.mu.
-	started map[int]iterStart
+	key string
+	ds  *sharedDataset
+	// The fields below are guarded by Agent.mu.
+	conns   int // handles open on the job
+	closed  bool
+	cursors map[[2]int]*stream.Dataset
+	started map[int]plan.EpochSpec
 }
 
-func (a *Agent) acquireJob(key string) *job {
+func (a *Agent) acquireJob(key string, ds *sharedDataset) *job {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	j, ok := a.jobs[key]
 	if !ok {
-		j = &job{key: key, next: map[[2]int]int64{}, started: map[int]iterStart{}}
+		j = &job{key: key, ds: ds, cursors: map[[2]int]*stream.Dataset{}, started: map[int]plan.EpochSpec{}}
 		a.jobs[key] = j
 	}
 	j.conns++
 	return j
 }
 
+// releaseJob drops one handle; the job's state goes with the last one, so
+// a later run of the same job starts at epoch 0 as a fresh MosaicML run
+// does.
 func (a *Agent) releaseJob(j *job) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	j.conns--
-	if j.conns == 0 && a.jobs[j.key] == j {
+	last := j.conns == 0 && a.jobs[j.key] == j
+	if last {
 		delete(a.jobs, j.key)
 	}
+	a.mu.Unlock()
+	if last {
+		a.closeJob(j)
+	}
 }
 
-// resolveEpoch applies MosaicML's rule (spec §13.4) for one worker: the
-// resume state applies when it is not older than the epoch the worker would
-// start; the worker's counter then moves past the epoch.
-func (a *Agent) resolveEpoch(j *job, req agentapi.Begin) iterSpec {
+func (a *Agent) closeJob(j *job) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	k := [2]int{req.World.Rank, req.World.Worker}
-	spec := iterSpec{world: req.World, skip: req.Skip}
-	switch {
-	case req.Epoch != nil:
-		// Recovery after an agent restart: the client knows its epoch.
-		spec.epoch = *req.Epoch
-		if req.Resume != nil && req.Resume.Epoch == *req.Epoch {
-			r := *req.Resume
-			spec.resume = &r
-		}
-	default:
-		presumed := j.next[k]
-		spec.epoch = presumed
-		if req.Resume != nil && req.Resume.Epoch >= presumed {
-			r := *req.Resume
-			spec.resume = &r
-			spec.epoch = r.Epoch
+	j.closed = true
+	cursors := j.cursors
+	j.cursors = map[[2]int]*stream.Dataset{}
+	a.mu.Unlock()
+	for _, c := range cursors {
+		if err := c.Close(); err != nil {
+			a.log.Warn("close cursor", "err", err)
 		}
 	}
-	j.next[k] = max(j.next[k], spec.epoch+1)
-	return spec
 }
 
-func (a *Agent) noteStarted(j *job, rank int, st iterStart) {
+func (a *Agent) noteStarted(j *job, rank int, spec plan.EpochSpec) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if cur, ok := j.started[rank]; !ok || st.epoch >= cur.epoch {
-		j.started[rank] = st
+	if cur, ok := j.started[rank]; !ok || spec.Epoch >= cur.Epoch {
+		j.started[rank] = spec
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicedata/sluice/agentapi"
+	"github.com/sluicedata/sluice/plan"
 )
 
 // conn is one client connection and everything it holds.
@@ -223,12 +224,12 @@ func (c *conn) open(ctx context.Context, req agentapi.Open) (agentapi.Opened, er
 	if err != nil {
 		return agentapi.Opened{}, err
 	}
-	out, err := ds.src.info(req.World)
+	out, err := ds.info(req.World)
 	if err != nil {
 		c.a.releaseDataset(ds)
 		return agentapi.Opened{}, err
 	}
-	j := c.a.acquireJob(req.Job + "\x00" + key)
+	j := c.a.acquireJob(req.Job+"\x00"+key, ds)
 	c.mu.Lock()
 	c.nextID++
 	id := c.nextID
@@ -252,6 +253,9 @@ func checkWorld(w agentapi.World) error {
 	return nil
 }
 
+// begin starts one worker's iteration of its next epoch, on the job's
+// cursor for that (rank, worker): the cursor's tracker applies MosaicML's
+// epoch counter and resume rules.
 func (c *conn) begin(ctx context.Context, req agentapi.Begin) (agentapi.Begun, error) {
 	h, err := c.handleOf(req.Handle)
 	if err != nil {
@@ -263,13 +267,28 @@ func (c *conn) begin(ctx context.Context, req agentapi.Begin) (agentapi.Begun, e
 	if req.Skip < 0 {
 		return agentapi.Begun{}, badRequestf("skip %d is negative", req.Skip)
 	}
-	spec := c.a.resolveEpoch(h.job, req)
-	li, st, err := h.ds.src.iterate(ctx, spec)
+	cur, err := c.a.cursor(ctx, h.job, req.World.Rank, req.World.Worker)
 	if err != nil {
 		return agentapi.Begun{}, err
 	}
-	c.a.noteStarted(h.job, req.World.Rank, st)
-	it := startIteration(li)
+	if req.Resume != nil {
+		if err := cur.Load(planState(*req.Resume)); err != nil {
+			return agentapi.Begun{}, err
+		}
+	}
+	ep, err := cur.NewEpoch(ctx, planWorld(req.World, h.ds.opts.Replication), max(req.World.NumWorkers, 1))
+	if err != nil {
+		return agentapi.Begun{}, err
+	}
+	if req.Epoch != nil && ep.Number() != *req.Epoch {
+		return agentapi.Begun{}, badRequestf("asked to continue epoch %d, but the resume state gives epoch %d", *req.Epoch, ep.Number())
+	}
+	spec := ep.Spec()
+	it, err := startIteration(ep, req.World.Worker, req.Skip, h.ds.shardBytes)
+	if err != nil {
+		return agentapi.Begun{}, err
+	}
+	c.a.noteStarted(h.job, req.World.Rank, spec)
 	c.mu.Lock()
 	c.nextID++
 	id := c.nextID
@@ -278,12 +297,19 @@ func (c *conn) begin(ctx context.Context, req agentapi.Begin) (agentapi.Begun, e
 	return agentapi.Begun{
 		Op:                   agentapi.OpBegin,
 		Iter:                 id,
-		Epoch:                st.epoch,
-		SampleInEpoch:        st.sampleInEpoch,
-		NumCanonicalNodes:    st.numCanonicalNodes,
-		ShuffleSeed:          st.shuffleSeed,
-		InitialPhysicalNodes: st.initialPhysicalNodes,
+		Epoch:                spec.Epoch,
+		SampleInEpoch:        spec.SampleInEpoch,
+		NumCanonicalNodes:    spec.NumCanonicalNodes,
+		ShuffleSeed:          seedOf(spec),
+		InitialPhysicalNodes: int64(spec.InitialPhysicalNodes),
 	}, nil
+}
+
+func seedOf(spec plan.EpochSpec) int64 {
+	if spec.ShuffleSeed != nil {
+		return *spec.ShuffleSeed
+	}
+	return plan.DefaultShuffleSeed
 }
 
 func (a *Agent) epochInfo(j *job, rank int) agentapi.EpochInfo {
@@ -291,10 +317,10 @@ func (a *Agent) epochInfo(j *job, rank int) agentapi.EpochInfo {
 	defer a.mu.Unlock()
 	out := agentapi.EpochInfo{Op: agentapi.OpEpoch}
 	if st, ok := j.started[rank]; ok {
-		out.NextEpoch = st.epoch + 1
-		out.NumCanonicalNodes = st.numCanonicalNodes
-		out.ShuffleSeed = st.shuffleSeed
-		out.InitialPhysicalNodes = st.initialPhysicalNodes
+		out.NextEpoch = st.Epoch + 1
+		out.NumCanonicalNodes = st.NumCanonicalNodes
+		out.ShuffleSeed = seedOf(st)
+		out.InitialPhysicalNodes = int64(st.InitialPhysicalNodes)
 	}
 	return out
 }
@@ -323,11 +349,13 @@ func (c *conn) get(ctx context.Context, req agentapi.Get) (any, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	loc, err := h.ds.src.get(ctx, req.Index)
+	loc, rec, err := h.ds.get(ctx, req.Index)
 	if err != nil {
 		return nil, nil, err
 	}
-	return c.reply([]location{loc}, false, req.InlineMax)
+	b := agentapi.Batch{Op: agentapi.OpBatch, N: 1, Shards: []agentapi.BatchShard{{Shard: loc.shard, Size: loc.size}}}
+	body := agentapi.AppendEntry(nil, agentapi.Entry{Sample: loc.sample, Ref: agentapi.InlineFlag, Length: uint32(len(rec))})
+	return b, append(body, rec...), nil
 }
 
 // reply builds a batch reply from leased locations. Inlined records are

@@ -2,10 +2,10 @@ package agent
 
 import (
 	"context"
-	"errors"
-	"io"
 	"runtime"
 	"time"
+
+	"github.com/sluicedata/sluice/stream"
 )
 
 // iterBuffer is how many leased locations an iteration keeps ready ahead of
@@ -13,8 +13,22 @@ import (
 // whole shards; this only hides the hop between goroutines.
 const iterBuffer = 1024
 
-// iteration runs a locIterator in its own goroutine, so that a request can
-// wait for data with a deadline and a closed connection can stop it at once.
+// location is one sample's place in the node cache. Its shard stays leased
+// until release is called.
+type location struct {
+	sample int64
+	shard  int
+	path   string // absolute path of the raw, uncompressed shard file
+	size   int64  // size of that file in bytes
+	offset int64  // of the sample's record in the file
+	length int64  // of the record
+	// release drops the lease; it must be called exactly once.
+	release func()
+}
+
+// iteration runs a stream.Iterator in its own goroutine, so that a request
+// can wait for data with a deadline and a closed connection can stop it at
+// once.
 type iteration struct {
 	ch     chan location
 	done   chan struct{} // closed when the producer has exited
@@ -22,37 +36,46 @@ type iteration struct {
 	cancel context.CancelFunc
 }
 
-func startIteration(li locIterator) *iteration {
+// startIteration starts the iteration of one worker of ep, dropping its
+// first skip samples. sizes gives each shard's raw file size.
+func startIteration(ep *stream.Epoch, worker int, skip int64, sizes []int64) (*iteration, error) {
 	ctx, cancel := context.WithCancel(context.Background())
+	sit, err := ep.Iter(ctx, worker)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	it := &iteration{ch: make(chan location, iterBuffer), done: make(chan struct{}), cancel: cancel}
-	go it.run(ctx, li)
-	return it
+	go it.run(ctx, sit, skip, sizes)
+	return it, nil
 }
 
-func (it *iteration) run(ctx context.Context, li locIterator) {
+func (it *iteration) run(ctx context.Context, sit *stream.Iterator, skip int64, sizes []int64) {
 	defer close(it.done)
-	defer func() {
-		if err := li.close(); err != nil && it.err == nil && ctx.Err() == nil {
-			it.err = err
-		}
-	}()
-	for {
-		l, err := li.next(ctx)
-		if errors.Is(err, io.EOF) {
-			return
-		}
+	defer sit.Close()
+	for ; skip > 0 && sit.Next(); skip-- {
+	}
+	for sit.Next() {
+		loc, err := sit.Location()
 		if err != nil {
-			if ctx.Err() == nil {
-				it.err = err
-			}
+			it.err = err
 			return
 		}
+		var size int64
+		if loc.Shard >= 0 && loc.Shard < len(sizes) {
+			size = sizes[loc.Shard]
+		}
+		l := location{sample: loc.Sample, shard: loc.Shard, path: loc.Path, size: size,
+			offset: loc.Offset, length: loc.Length, release: loc.Release}
 		select {
 		case it.ch <- l:
 		case <-ctx.Done():
 			l.release()
 			return
 		}
+	}
+	if err := sit.Err(); err != nil && ctx.Err() == nil {
+		it.err = err
 	}
 }
 

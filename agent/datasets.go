@@ -1,0 +1,308 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicedata/sluice/agentapi"
+	"github.com/sluicedata/sluice/cache"
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/plan"
+	"github.com/sluicedata/sluice/stream"
+)
+
+// sharedDataset is one opened dataset, shared by every handle with the same
+// identity, whatever job opened it. Its stream.Dataset serves random access
+// and describes the shards; iterations run on per-worker cursors (see job).
+type sharedDataset struct {
+	key  string
+	opts stream.Options
+	ds   *stream.Dataset
+	// The wire description of the shards, computed once.
+	schemas      []agentapi.Schema
+	shardSchema  []int
+	shardSamples []int64
+	shardBytes   []int64 // raw data file size of each shard
+	refs         int     // handles on it; guarded by Agent.mu
+}
+
+// defaultCacheRoot is where datasets opened without local are cached.
+func defaultCacheRoot() string {
+	return filepath.Join(os.TempDir(), "sluice-cache-"+fmt.Sprint(os.Getuid()))
+}
+
+// streamOptions maps the wire arguments onto stream.Options. The cache
+// root is the dataset's local directory (or a per-user default); every
+// dataset under one root shares one cache.Cache, and so one limit and one
+// set of downloads.
+func (a *Agent) streamOptions(ctx context.Context, ds agentapi.Dataset) (stream.Options, error) {
+	o := stream.Options{
+		Remote:              ds.Remote,
+		Local:               ds.Local,
+		Split:               ds.Split,
+		Registry:            a.opts.Registry,
+		ValidateHash:        ds.ValidateHash,
+		KeepZip:             ds.KeepZip,
+		SamplingMethod:      ds.SamplingMethod,
+		SamplingGranularity: ds.SamplingGranularity,
+		PartitionAlgo:       ds.PartitionAlgo,
+		NumCanonicalNodes:   ds.NumCanonicalNodes,
+		BatchSize:           ds.BatchSize,
+		Shuffle:             ds.Shuffle,
+		ShuffleAlgo:         ds.ShuffleAlgo,
+		ShuffleSeed:         ds.ShuffleSeed,
+		ShuffleBlockSize:    ds.ShuffleBlockSize,
+		BatchingMethod:      ds.BatchingMethod,
+		AllowUnsafeTypes:    ds.AllowUnsafeTypes,
+		Replication:         ds.Replication,
+	}
+	if ds.DownloadRetry != nil {
+		o.DownloadRetry = *ds.DownloadRetry
+	}
+	if ds.DownloadTimeout != nil {
+		o.DownloadTimeout = seconds(*ds.DownloadTimeout)
+	}
+	if ds.Predownload != nil {
+		o.Predownload = *ds.Predownload
+	}
+	if ds.EpochSize != "" {
+		n, err := stream.ParseEpochSize(ds.EpochSize)
+		if err != nil {
+			return o, &agentapi.Error{Code: agentapi.CodeInvalid, Message: fmt.Sprintf("epoch_size: %v", err)}
+		}
+		o.EpochSize = n
+	}
+	var limit int64
+	if ds.CacheLimit != "" {
+		n, err := stream.ParseBytes(ds.CacheLimit)
+		if err != nil {
+			return o, &agentapi.Error{Code: agentapi.CodeInvalid, Message: fmt.Sprintf("cache_limit: %v", err)}
+		}
+		limit = n
+	}
+	for _, p := range []string{ds.Local} {
+		if p != "" && !filepath.IsAbs(p) {
+			return o, badRequestf("local %q must be an absolute path (the agent runs in another directory)", p)
+		}
+	}
+	remote := ds.Remote != ""
+	for _, s := range ds.Streams {
+		st := stream.Stream{
+			Remote: s.Remote, Local: s.Local, Split: s.Split,
+			Proportion: s.Proportion, Repeat: s.Repeat, Choose: s.Choose,
+			DownloadRetry: s.DownloadRetry, KeepZip: s.KeepZip,
+		}
+		if s.DownloadTimeout != nil {
+			d := seconds(*s.DownloadTimeout)
+			st.DownloadTimeout = &d
+		}
+		if s.ValidateHash != "" {
+			v := s.ValidateHash
+			st.ValidateHash = &v
+		}
+		remote = remote || s.Remote != ""
+		o.Streams = append(o.Streams, st)
+	}
+	if !remote || (len(ds.Streams) == 0 && sameLocal(ds.Remote, ds.Local)) {
+		// Local data is read in place: nothing to cache.
+		return o, nil
+	}
+	root := ds.Local
+	if root == "" {
+		root = defaultCacheRoot()
+	}
+	c, err := a.cacheFor(ctx, root, limit)
+	if err != nil {
+		return o, err
+	}
+	o.Cache = c
+	return o, nil
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+func sameLocal(remote, local string) bool {
+	if local == "" || (strings.Contains(remote, "://") && !strings.HasPrefix(remote, "file://")) {
+		return false
+	}
+	return filepath.Clean(strings.TrimPrefix(remote, "file://")) == filepath.Clean(local)
+}
+
+// cacheFor returns the agent's cache rooted at dir, opening it with limit
+// on first use. Later datasets under the same root share it and its limit.
+func (a *Agent) cacheFor(ctx context.Context, dir string, limit int64) (*cache.Cache, error) {
+	a.cacheMu.Lock()
+	defer a.cacheMu.Unlock()
+	if c, ok := a.caches[dir]; ok {
+		return c, nil
+	}
+	c, err := cache.Open(ctx, dir, &cache.Options{Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	a.caches[dir] = c
+	return c, nil
+}
+
+// openDataset opens a stream.Dataset and describes its shards for the wire.
+func (a *Agent) openDataset(ctx context.Context, key string, spec agentapi.Dataset) (*sharedDataset, error) {
+	o, err := a.streamOptions(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	ds, err := stream.Open(ctx, &o)
+	if err != nil {
+		return nil, err
+	}
+	d := &sharedDataset{key: key, opts: o, ds: ds}
+	n := ds.NumShards()
+	d.shardSchema = make([]int, n)
+	d.shardSamples = make([]int64, n)
+	d.shardBytes = make([]int64, n)
+	for i := range n {
+		si := ds.ShardInfo(i)
+		s := schemaOf(si)
+		k := slices.IndexFunc(d.schemas, func(t agentapi.Schema) bool { return sameSchema(s, t) })
+		if k < 0 {
+			k = len(d.schemas)
+			d.schemas = append(d.schemas, s)
+		}
+		d.shardSchema[i] = k
+		d.shardSamples[i] = int64(si.Samples)
+		d.shardBytes[i] = si.RawData.Bytes
+	}
+	return d, nil
+}
+
+func schemaOf(si *format.ShardInfo) agentapi.Schema {
+	s := agentapi.Schema{Format: si.Format, ColumnNames: si.ColumnNames, ColumnEncodings: si.ColumnEncodings, Separator: si.Separator}
+	if si.Format == "json" && len(si.ColumnNames) == 0 {
+		for name := range si.Columns {
+			s.ColumnNames = append(s.ColumnNames, name)
+		}
+		slices.Sort(s.ColumnNames)
+		for _, name := range s.ColumnNames {
+			s.ColumnEncodings = append(s.ColumnEncodings, si.Columns[name])
+		}
+	}
+	s.ColumnSizes = make([]*int64, len(s.ColumnNames))
+	for i := range s.ColumnSizes {
+		if i < len(si.ColumnSizes) && si.ColumnSizes[i] > 0 {
+			v := int64(si.ColumnSizes[i])
+			s.ColumnSizes[i] = &v
+		}
+	}
+	return s
+}
+
+func sameSchema(a, b agentapi.Schema) bool {
+	eq := func(x, y *int64) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
+	return a.Format == b.Format && a.Separator == b.Separator &&
+		slices.Equal(a.ColumnNames, b.ColumnNames) && slices.Equal(a.ColumnEncodings, b.ColumnEncodings) &&
+		slices.EqualFunc(a.ColumnSizes, b.ColumnSizes, eq)
+}
+
+// info describes the dataset for a consumer placed at w.
+func (d *sharedDataset) info(w agentapi.World) (agentapi.Opened, error) {
+	pw := planWorld(w, d.opts.Replication)
+	n, err := d.ds.RankLen(pw)
+	if err != nil {
+		return agentapi.Opened{}, err
+	}
+	out := agentapi.Opened{
+		NumSamples:        d.ds.Len(),
+		EpochSize:         d.ds.EpochSize(),
+		Length:            n,
+		Schemas:           d.schemas,
+		ShardSchema:       d.shardSchema,
+		ShardSamples:      d.shardSamples,
+		NumCanonicalNodes: d.opts.NumCanonicalNodes,
+		ShuffleSeed:       plan.DefaultShuffleSeed,
+	}
+	if d.opts.ShuffleSeed != nil {
+		out.ShuffleSeed = *d.opts.ShuffleSeed
+	}
+	return out, nil
+}
+
+// planWorld maps the wire world onto plan's.
+func planWorld(w agentapi.World, replication int) plan.World {
+	ws, lws := max(w.WorldSize, 1), max(w.LocalWorldSize, 1)
+	return plan.World{Nodes: ws / lws, RanksPerNode: lws, Rank: w.Rank, Replication: replication}
+}
+
+// get returns sample index as an inlined location (random access copies
+// the record once; no lease outlives the call).
+func (d *sharedDataset) get(ctx context.Context, index int64) (location, []byte, error) {
+	if index < 0 || index >= d.ds.Len() {
+		return location{}, nil, badRequestf("sample index %d outside [0, %d)", index, d.ds.Len())
+	}
+	shard, _, err := d.ds.Planner().Locate(index)
+	if err != nil {
+		return location{}, nil, err
+	}
+	rec, err := d.ds.Record(ctx, index, nil)
+	if err != nil {
+		return location{}, nil, err
+	}
+	return location{sample: index, shard: shard, size: d.shardBytes[shard], length: int64(len(rec)), release: func() {}}, rec, nil
+}
+
+// cursor returns the stream.Dataset that plays the epochs of one (rank,
+// worker) of a job: its epoch counter is MosaicML's next_epoch for that
+// worker, so workers never wait for one another at a barrier.
+func (a *Agent) cursor(ctx context.Context, j *job, rank, worker int) (*stream.Dataset, error) {
+	k := [2]int{rank, worker}
+	a.mu.Lock()
+	if c, ok := j.cursors[k]; ok {
+		a.mu.Unlock()
+		return c, nil
+	}
+	a.mu.Unlock()
+	o := j.ds.opts
+	c, err := stream.Open(ctx, &o)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	if prev, ok := j.cursors[k]; ok {
+		a.mu.Unlock()
+		c.Close()
+		return prev, nil
+	}
+	if j.closed {
+		a.mu.Unlock()
+		c.Close()
+		return nil, &agentapi.Error{Code: agentapi.CodeClosed, Message: "job closed"}
+	}
+	j.cursors[k] = c
+	a.mu.Unlock()
+	return c, nil
+}
+
+func planState(s agentapi.State) plan.State {
+	ps := plan.State{Epoch: s.Epoch, SampleInEpoch: s.SampleInEpoch, NumCanonicalNodes: s.NumCanonicalNodes, ShuffleSeed: s.ShuffleSeed}
+	if s.InitialPhysicalNodes != nil {
+		ps.InitialPhysicalNodes = int(*s.InitialPhysicalNodes)
+	}
+	return ps
+}
+
+// classify maps errors of the packages the agent serves to a wire code.
+func classify(err error) agentapi.Code {
+	switch {
+	case errors.Is(err, format.ErrCorrupt):
+		return agentapi.CodeCorrupt
+	case errors.Is(err, plan.ErrInvalid), errors.Is(err, plan.ErrBadState):
+		return agentapi.CodeInvalid
+	case errors.Is(err, cache.ErrLimitTooSmall):
+		return agentapi.CodeCacheLimit
+	}
+	return agentapi.CodeInternal
+}

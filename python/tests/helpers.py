@@ -1,0 +1,147 @@
+"""Shared set-up of the client tests: the sluice binary, an isolated agent
+directory per test class, datasets, and the plan computed by `sluice plan`."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+if os.path.join(ROOT, "python") not in sys.path and not os.environ.get("SLUICE_TEST_INSTALLED"):
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+
+import mdswrite  # noqa: E402
+
+
+def binary():
+    b = os.environ.get("SLUICE_BIN")
+    if b:
+        return b
+    out = os.path.join(tempfile.gettempdir(), "sluice-test-bin", "sluice")
+    if not os.path.exists(out):
+        subprocess.run(["go", "build", "-o", out, "./cmd/sluice"], cwd=ROOT, check=True)
+    os.environ["SLUICE_BIN"] = out
+    return out
+
+
+def write_ids(directory, n, size_limit=1 << 11, text=True):
+    """n samples {id: i, text: "sample i ..."}: small shards."""
+    cols = {"id": "int", "text": "str"} if text else {"id": "int"}
+    samples = ({"id": i, "text": "sample %d %s" % (i, "x" * (i % 13))} for i in range(n))
+    return mdswrite.write(directory, cols, samples, size_limit=size_limit)
+
+
+class AgentCase(unittest.TestCase):
+    """Gives each test class its own agent directory and scratch space and
+    stops the agent it started afterwards."""
+
+    idle = "20s"
+
+    @classmethod
+    def setUpClass(cls):
+        binary()
+        cls.tmp = tempfile.mkdtemp(prefix="sluice-pytest-")
+        cls.agent_dir = os.path.join(cls.tmp, "agent")
+        cls._env = {k: os.environ.get(k) for k in ("SLUICE_AGENT_DIR", "SLUICE_AGENT_IDLE_TIMEOUT")}
+        os.environ["SLUICE_AGENT_DIR"] = cls.agent_dir
+        os.environ["SLUICE_AGENT_IDLE_TIMEOUT"] = cls.idle
+
+    @classmethod
+    def tearDownClass(cls):
+        stop_agent(cls.agent_dir)
+        for k, v in cls._env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+
+def agent_pid(agent_dir):
+    """The pid of the agent holding the lock of agent_dir, or None."""
+    import fcntl
+
+    path = os.path.join(agent_dir, "agent.lock")
+    try:
+        f = open(path, "r+")
+    except FileNotFoundError:
+        return None
+    with f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            txt = f.read().strip()
+            return int(txt) if txt else None
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return None
+
+
+def stop_agent(agent_dir, sig=signal.SIGTERM, timeout=10):
+    pid = agent_pid(agent_dir)
+    if pid is None:
+        return
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while agent_pid(agent_dir) == pid and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def plan_work(dataset, batch_size, nodes=1, ranks_per_node=1, workers=1, epoch=0, sample_in_epoch=0,
+              initial_physical_nodes=0, shuffle=True, ncn=None, seed=None):
+    """`sluice plan --json` for the dataset: (shape, flat work)."""
+    cmd = [binary(), "plan", dataset, "--json", "--batch-size", str(batch_size), "--nodes", str(nodes),
+           "--ranks-per-node", str(ranks_per_node), "--workers-per-rank", str(workers), "--epoch", str(epoch),
+           "--sample-in-epoch", str(sample_in_epoch), "--initial-physical-nodes", str(initial_physical_nodes)]
+    if shuffle:
+        cmd.append("--shuffle")
+    if ncn:
+        cmd += ["--num-canonical-nodes", str(ncn)]
+    if seed is not None:
+        cmd += ["--shuffle-seed", str(seed)]
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE).stdout
+    doc = json.loads(out)
+    return doc["work_shape"], doc["work"]
+
+
+def rank_batches(shape, work, rank, batch_size):
+    """Batches an in-order torch DataLoader yields on a global rank: each
+    worker's ids (padding dropped) cut into batches, taken round-robin."""
+    P, R, W, nb, B = shape
+    node, r = divmod(rank, R)
+    per_worker = []
+    for w in range(W):
+        base = (((node * R) + r) * W + w) * nb * B
+        ids = [x for x in work[base : base + nb * B] if x >= 0]
+        per_worker.append([ids[i : i + batch_size] for i in range(0, len(ids), batch_size)])
+    out = []
+    t = 0
+    while any(per_worker):
+        for w in range(W):
+            if per_worker[w]:
+                out.append(per_worker[w].pop(0))
+        t += 1
+    return out
+
+
+def worker_ids(shape, work, rank, worker):
+    P, R, W, nb, B = shape
+    node, r = divmod(rank, R)
+    base = (((node * R) + r) * W + worker) * nb * B
+    return [x for x in work[base : base + nb * B] if x >= 0]
+
+
+def shm_names():
+    try:
+        return set(os.listdir("/dev/shm"))
+    except FileNotFoundError:
+        return set()
