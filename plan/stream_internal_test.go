@@ -159,3 +159,55 @@ func TestLocate(t *testing.T) {
 		t.Error("locate(-1) ok")
 	}
 }
+
+// TestSamplingMethods checks that "fixed" sampling picks the same partial
+// repeats every epoch and "balanced" a different subset per epoch.
+func TestSamplingMethods(t *testing.T) {
+	streams := []Stream{{ShardSizes: []int64{50, 50, 50}, Proportion: ptr(1.0)}}
+	pick := func(method string, epoch int64) []int64 {
+		p, err := New(streams, &Options{Shuffle: true, BatchSize: 1, EpochSize: 200, SamplingMethod: method})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := p.config(EpochSpec{Epoch: epoch, Shape: Shape{1, 1, 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := p.resample(&c, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs.total() != 200 {
+			t.Fatalf("epoch size %d, want 200", rs.total())
+		}
+		var ids []int64
+		for x := range rs.total() {
+			ids = append(ids, rs.at(x))
+		}
+		return ids
+	}
+	if d := cmp.Diff(pick(SamplingFixed, 0), pick(SamplingFixed, 3)); d != "" {
+		t.Errorf("fixed sampling differs between epochs:\n%s", d)
+	}
+	if cmp.Equal(pick(SamplingBalanced, 0), pick(SamplingBalanced, 3)) {
+		t.Error("balanced sampling picked the same subset in epochs 0 and 3")
+	}
+	// Every sample appears once, plus 50 distinct repeats.
+	count := map[int64]int{}
+	for _, x := range pick(SamplingBalanced, 1) {
+		count[x]++
+	}
+	twice := 0
+	for x := range int64(150) {
+		switch count[x] {
+		case 1:
+		case 2:
+			twice++
+		default:
+			t.Fatalf("sample %d appears %d times", x, count[x])
+		}
+	}
+	if twice != 50 {
+		t.Errorf("%d samples repeated, want 50", twice)
+	}
+}
