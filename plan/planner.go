@@ -187,9 +187,10 @@ func (p *Planner) config(spec EpochSpec) (epochConfig, error) {
 	return c, nil
 }
 
-// Epoch plans one epoch. The returned Epoch computes each worker's samples
-// on demand; what every worker shares (the epoch's resampling and, where the
-// algorithm needs it, the shuffle) is computed once, on first use.
+// Epoch plans one epoch. For random batching the returned Epoch computes
+// each rank's samples on demand, and what every rank shares (the epoch's
+// resampling and the shuffle's preparation) once, on first use. The other
+// batching methods are global and build their arrangement here.
 func (p *Planner) Epoch(spec EpochSpec) (*Epoch, error) {
 	c, err := p.config(spec)
 	if err != nil {
@@ -200,6 +201,12 @@ func (p *Planner) Epoch(spec EpochSpec) (*Epoch, error) {
 		if err := e.initRandom(); err != nil {
 			return nil, err
 		}
+		return e, nil
+	}
+	// The other methods are global: build the arrangement now, so that an
+	// impossible configuration fails here.
+	if _, err := e.materialise(); err != nil {
+		return nil, err
 	}
 	return e, nil
 }
