@@ -95,8 +95,12 @@ func (p *Planner) streamWork(c *epochConfig, stream int, shape Shape, batch int)
 	if c.shuffle {
 		block := int64(float64(c.blockSize) * p.streams[stream].proportion)
 		if block <= 0 {
-			return work{}, fmt.Errorf("%w: stream %d: shuffle block portion %d (shuffle_block_size %d × proportion %v) must be positive",
-				ErrInvalid, stream, block, c.blockSize, p.streams[stream].proportion)
+			switch c.shuffleAlgo {
+			case AlgoPy1e, AlgoPy1br, AlgoPy1b:
+				return work{}, fmt.Errorf("%w: stream %d: shuffle block portion %d (shuffle_block_size %d × proportion %v) must be positive for %s",
+					ErrInvalid, stream, block, c.blockSize, p.streams[stream].proportion, c.shuffleAlgo)
+			}
+			block = 1 // unused by the algorithm (0 would mean "default" to package shuffle)
 		}
 		perm, err = shuffleFull(c.shuffleAlgo, rs.unitSizes(), c.ncn, c.seed, c.epoch, block)
 		if err != nil {
