@@ -19,9 +19,14 @@
 //     (rng.integers, high exclusive), Uniform and Uniforms (rng.uniform),
 //     Choice (rng.choice(n, k, replace=False)).
 //   - Advance(n) jumps the PCG64 state n steps ahead in O(log n), as numpy's
-//     PCG64.advance does; SkipInterval consumes exactly the draws that
-//     Interval would, without returning the value (for computing a later
-//     generator state without materialising a permutation).
+//     PCG64.advance does. SkipShuffle(n) (and SkipInterval) consume exactly the
+//     draws a shuffle of n elements would, without any data: this is how
+//     package shuffle finds the generator state at any shard of an epoch
+//     without materialising the epoch (about 2 ns per element).
+//
+// Shuffles and skips keep the generator state in registers and try both
+// 32-bit halves of each 64-bit draw without branches; on a 1M-element slice a
+// shuffle costs about 8 ms and a skip 2 ms (shared 2-core Xeon).
 //
 // # Concurrency
 //

@@ -58,8 +58,9 @@
 // samples, NCN 8 and the default block size unless noted (go test -bench):
 //
 //	New (replay only)         1M: 2–4 ms     10M: 20–40 ms    100M: 200–410 ms, < 1.4 MB
-//	Get, whole epoch, py1e    1M: 50 ms      10M: 510 ms      (upstream-equivalent output)
+//	Get, whole epoch, py1e    1M: 50 ms      10M: 510 ms      100M: 4.6 s (upstream-equivalent output)
 //	Get, whole epoch, py1s    1M: 13 ms      10M: 116 ms      100M: 1.07 s
+//	Get, whole epoch, py2s    1M: 28 ms      10M: 205 ms      100M: 2.3–3.4 s
 //	Get, whole epoch, naive   1M: 14 ms      10M: 242 ms      100M: 4.1 s, 1.2 GB
 //	resume at 90%, first 256 samples (New + Fill):
 //	  py1e NCN 8              1M: 4.4 ms     10M: 34 ms, 0.6 MB
