@@ -35,7 +35,7 @@ const maxSamples = 1 << 52
 
 // maxPy1eBlock bounds py1e's block size so that its evaluation windows
 // (a few block sizes) index with int32.
-const maxPy1eBlock = 1 << 28
+const maxPy1eBlock = 1 << 26
 
 // ParseAlgo returns name if it is a known algorithm, "" meaning DefaultAlgo.
 func ParseAlgo(name string) (string, error) {
