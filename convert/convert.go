@@ -334,18 +334,21 @@ func (p *pipeline) process(ctx context.Context, b *batch, row []input.Value) err
 		b.records[i] = arena[start:len(arena):len(arena)]
 		return nil
 	}
+	// One callback for the whole batch (a closure per item would allocate).
+	var vals []input.Value
+	set := func(name []byte, v input.Value) error {
+		if k, ok := p.lay.index[string(name)]; ok {
+			vals[k] = v
+		}
+		return nil
+	}
 	for i := range b.items {
-		vals := row
+		vals = row
 		if fetching {
 			vals = rows[i*ncols : (i+1)*ncols]
 		}
 		clear(vals)
-		err := p.src.Decode(ctx, &b.items[i], func(name []byte, v input.Value) error {
-			if k, ok := p.lay.index[string(name)]; ok {
-				vals[k] = v
-			}
-			return nil
-		})
+		err := p.src.Decode(ctx, &b.items[i], set)
 		if err != nil {
 			if p.r.SkipInvalid && !errors.Is(err, context.Canceled) {
 				b.reasons[i] = "invalid"
