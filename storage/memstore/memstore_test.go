@@ -15,3 +15,9 @@ func TestConformance(t *testing.T) {
 		return b, b
 	}, &storagetest.Options{ManyObjects: 1500})
 }
+
+func BenchmarkMemstore(b *testing.B) {
+	bkt := memstore.New("bench")
+	defer bkt.Close()
+	storagetest.RunBenchmarks(b, bkt)
+}
