@@ -107,10 +107,10 @@ func (e *py1e) chunkSize(margin int64) int64 {
 // fillWindow computes node c's output positions [lo, hi).
 //
 // With every shift bounded by M (margin = 2M+2), consider the input window
-// [a, b) = [lo-margin, hi+margin) ∩ [0, m). A sample of the window whose
-// position p lies in [a+M, b-M) has exactly a inputs before the window
-// below it and none after the window below it, so its output rank is a plus
-// its rank within the window. The samples of output ranks [lo, hi) have
+// [a, b) = [lo-margin, hi+margin) ∩ [0, m). For a sample of the window whose
+// position p lies in [a+M, b-M), all a inputs before the window have smaller
+// positions and all inputs after it larger ones, so its output rank is a
+// plus its rank within the window. The samples of output ranks [lo, hi) have
 // positions within M+1 of their rank, which is inside that safe range.
 func (e *py1e) fillWindow(dst []int64, c int, lo, hi int64) {
 	l := e.l
@@ -127,10 +127,10 @@ func (e *py1e) fillWindow(dst []int64, c int, lo, hi int64) {
 	// not for the window.
 	pb := make([]float64, min(w, 4096))
 	// Window ranks [qlo, qhi) are wanted. A first counting pass over coarse
-	// buckets of the integer part of positions (at most ~1024 of them, so the counters
-	// stay in cache) finds the buckets holding those ranks; only their
-	// samples are gathered, as (position, index) pairs, and each bucket is
-	// sorted with a fine counting sort. A resume that needs one batch thus
+	// buckets of the integer part of positions (at most ~1024 of them, so
+	// the counters stay in cache) finds the buckets holding those ranks;
+	// only their samples are gathered, as (position, index) pairs, and each
+	// bucket is sorted with a fine counting sort. A resume that needs one batch thus
 	// sorts almost nothing; a full window sorts everything in linear time.
 	qlo, qhi := lo-a, hi-a
 	base := a - mm - 1 // trunc(position) - base >= 0 (clamped below)
