@@ -54,6 +54,9 @@ type Options struct {
 	ServiceURL string
 	// HTTPClient, when non-nil, replaces the SDK's HTTP client.
 	HTTPClient *http.Client
+	// ListPageSize is the number of blobs asked for per list request;
+	// zero means the service's default (5000).
+	ListPageSize int32
 }
 
 // OptionsFromEnv reads Options from the environment variables listed in
@@ -84,10 +87,14 @@ type Bucket struct {
 	root   string // "" or ending in "/"
 	scheme string // "az" or "azure", for URLs
 	creds  string // the credential source, for messages
+	page   int32  // list page size, 0 for the default
 	closed atomic.Bool
 }
 
-var _ storage.Bucket = (*Bucket)(nil)
+var (
+	_ storage.Bucket   = (*Bucket)(nil)
+	_ storage.Uploader = (*Bucket)(nil)
+)
 
 // Open opens the Bucket named by an az:// or azure:// URL, with the
 // account and credentials from the environment. It matches storage.Opener.
@@ -179,6 +186,7 @@ func New(_ context.Context, containerName, prefix string, opts *Options) (*Bucke
 		root:   root,
 		scheme: "az",
 		creds:  creds,
+		page:   opts.ListPageSize,
 	}, nil
 }
 
@@ -311,7 +319,11 @@ func (b *Bucket) List(ctx context.Context, prefix string, fn func(storage.Object
 		return fmt.Errorf("azstore: list %s: %w", b.URL(prefix), storage.ErrClosed)
 	}
 	full := b.root + prefix
-	pager := b.cont.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &full})
+	lo := &container.ListBlobsFlatOptions{Prefix: &full}
+	if b.page > 0 {
+		lo.MaxResults = &b.page
+	}
+	pager := b.cont.NewListBlobsFlatPager(lo)
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
@@ -397,6 +409,24 @@ func (b *Bucket) NewWriter(ctx context.Context, key string, opts *storage.WriteO
 	return w, nil
 }
 
+// Upload implements storage.Uploader by streaming src through NewWriter.
+// Because src can be read again, the retry decorator can repeat a failed
+// upload as a whole.
+func (b *Bucket) Upload(ctx context.Context, key string, src io.ReaderAt, size int64, opts *storage.WriteOptions) error {
+	if size < 0 {
+		return fmt.Errorf("azstore: put %s: negative size %d", b.URL(key), size)
+	}
+	w, err := b.NewWriter(ctx, key, opts)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(w, io.NewSectionReader(src, 0, size)); err != nil {
+		w.(*writer).abandon(err)
+		return fmt.Errorf("azstore: put %s: %w", b.URL(key), err)
+	}
+	return w.Close()
+}
+
 // writer feeds an upload running in its own goroutine through a pipe.
 type writer struct {
 	ctx    context.Context
@@ -422,15 +452,25 @@ func (w *writer) Close() error {
 	if w.closed {
 		return fmt.Errorf("azstore: close %s: writer already closed", w.b.URL(w.key))
 	}
-	w.closed = true
 	if err := w.ctx.Err(); err != nil {
-		w.pw.CloseWithError(err)
-		<-w.done
+		w.abandon(err)
 		return fmt.Errorf("azstore: put %s: %w", w.b.URL(w.key), err)
 	}
+	w.closed = true
 	w.pw.Close()
 	<-w.done
 	return w.err
+}
+
+// abandon ends the upload without committing it: the staged blocks are
+// never committed, so nothing appears.
+func (w *writer) abandon(err error) {
+	if w.closed {
+		return
+	}
+	w.closed = true
+	w.pw.CloseWithError(err)
+	<-w.done
 }
 
 // fail turns an SDK error from op on key into the error the storage

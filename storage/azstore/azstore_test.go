@@ -57,7 +57,8 @@ func uniquePrefix(t testing.TB) string {
 func newBucket(t testing.TB, s server) *azstore.Bucket {
 	t.Helper()
 	prefix := uniquePrefix(t)
-	opts := &azstore.Options{ConnectionString: s.connStr}
+	// Small pages, so that listing tests cross page boundaries.
+	opts := &azstore.Options{ConnectionString: s.connStr, ListPageSize: 7}
 	b, err := azstore.New(context.Background(), s.container, prefix, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -227,4 +228,10 @@ func TestBlockUpload(t *testing.T) {
 	if got := storagetest.Get(t, b, "big"); !bytes.Equal(got, data) {
 		t.Errorf("read back %d bytes, want the %d written", len(got), len(data))
 	}
+}
+
+// BenchmarkBucket runs the shared storage benchmarks on the emulator.
+func BenchmarkBucket(b *testing.B) {
+	s := testServer(b)
+	storagetest.RunBenchmarks(b, newBucket(b, s))
 }

@@ -43,6 +43,9 @@ type Options struct {
 	// HTTPClient, when non-nil, replaces the library's authenticated HTTP
 	// client; it must add credentials itself where they are needed.
 	HTTPClient *http.Client
+	// ListPageSize is the number of objects asked for per list request;
+	// zero means the library's default (1000).
+	ListPageSize int
 }
 
 // Bucket is a storage.Bucket on one GCS bucket and object-name prefix. It
@@ -54,10 +57,14 @@ type Bucket struct {
 	root     string // "" or ending in "/"
 	endpoint string // custom endpoint, "" for Google
 	creds    string // the credential source, for messages
+	pageSize int
 	closed   atomic.Bool
 }
 
-var _ storage.Bucket = (*Bucket)(nil)
+var (
+	_ storage.Bucket   = (*Bucket)(nil)
+	_ storage.Uploader = (*Bucket)(nil)
+)
 
 // Open opens the Bucket named by a gs:// URL (see the package documentation
 // for its options). It matches storage.Opener.
@@ -151,6 +158,7 @@ func New(ctx context.Context, bucket, prefix string, opts *Options) (*Bucket, er
 		root:     root,
 		endpoint: endpoint,
 		creds:    creds,
+		pageSize: opts.ListPageSize,
 	}, nil
 }
 
@@ -274,6 +282,9 @@ func (b *Bucket) List(ctx context.Context, prefix string, fn func(storage.Object
 		return fmt.Errorf("gcsstore: list %s: %w", b.URL(prefix), err)
 	}
 	it := b.bkt.Objects(ctx, q)
+	if b.pageSize > 0 {
+		it.PageInfo().MaxSize = b.pageSize
+	}
 	for {
 		a, err := it.Next()
 		if err == iterator.Done {
@@ -329,6 +340,24 @@ func (b *Bucket) NewWriter(ctx context.Context, key string, opts *storage.WriteO
 	return &writer{ctx: ctx, cancel: cancel, w: w, b: b, key: key}, nil
 }
 
+// Upload implements storage.Uploader by streaming src through NewWriter.
+// Because src can be read again, the retry decorator can repeat a failed
+// upload as a whole.
+func (b *Bucket) Upload(ctx context.Context, key string, src io.ReaderAt, size int64, opts *storage.WriteOptions) error {
+	if size < 0 {
+		return fmt.Errorf("gcsstore: put %s: negative size %d", b.URL(key), size)
+	}
+	w, err := b.NewWriter(ctx, key, opts)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(w, io.NewSectionReader(src, 0, size)); err != nil {
+		w.(*writer).abandon(err)
+		return fmt.Errorf("gcsstore: put %s: %w", b.URL(key), err)
+	}
+	return w.Close()
+}
+
 type writer struct {
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -355,17 +384,27 @@ func (w *writer) Close() error {
 	if w.closed {
 		return fmt.Errorf("gcsstore: close %s: writer already closed", w.b.URL(w.key))
 	}
-	w.closed = true
-	defer w.cancel()
 	if err := w.ctx.Err(); err != nil {
-		w.cancel()
-		w.w.CloseWithError(err) //nolint:errcheck // the upload is being abandoned
+		w.abandon(err)
 		return fmt.Errorf("gcsstore: put %s: %w", w.b.URL(w.key), err)
 	}
+	w.closed = true
+	defer w.cancel()
 	if err := w.w.Close(); err != nil {
 		return w.b.fail("put", w.key, err)
 	}
 	return nil
+}
+
+// abandon ends the upload without finalising it: cancelling the
+// library writer's context makes its Close fail, and nothing appears.
+func (w *writer) abandon(error) {
+	if w.closed {
+		return
+	}
+	w.closed = true
+	w.cancel()
+	_ = w.w.Close() // fails with the cancellation, by design
 }
 
 // fail turns a library error from op on key into the error the storage

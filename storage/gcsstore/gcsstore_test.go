@@ -49,7 +49,8 @@ func uniquePrefix(t testing.TB) string {
 func newBucket(t testing.TB, s server) *gcsstore.Bucket {
 	t.Helper()
 	prefix := uniquePrefix(t)
-	opts := &gcsstore.Options{Endpoint: s.endpoint}
+	// Small pages, so that listing tests cross page boundaries.
+	opts := &gcsstore.Options{Endpoint: s.endpoint, ListPageSize: 7}
 	b, err := gcsstore.New(context.Background(), s.bucket, prefix, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -172,4 +173,10 @@ func TestChunkedUpload(t *testing.T) {
 	if got := storagetest.Get(t, b, "big"); !bytes.Equal(got, data) {
 		t.Errorf("read back %d bytes, want the %d written", len(got), len(data))
 	}
+}
+
+// BenchmarkBucket runs the shared storage benchmarks on the emulator.
+func BenchmarkBucket(b *testing.B) {
+	s := testServer(b)
+	storagetest.RunBenchmarks(b, newBucket(b, s))
 }

@@ -64,6 +64,9 @@ type Options struct {
 	Credentials aws.CredentialsProvider
 	// HTTPClient, when non-nil, replaces the SDK's HTTP client.
 	HTTPClient *http.Client
+	// ListPageSize is the number of keys asked for per ListObjectsV2
+	// request; zero means the store's maximum (1000 on S3).
+	ListPageSize int32
 }
 
 // Bucket is a storage.Bucket on one S3 bucket and key prefix. It is safe for
@@ -77,6 +80,7 @@ type Bucket struct {
 	region        string
 	endpoint      string // custom endpoint, "" for AWS
 	requesterPays bool
+	listPageSize  int32
 	closed        atomic.Bool
 }
 
@@ -237,6 +241,7 @@ func New(ctx context.Context, bucket, prefix string, opts *Options) (*Bucket, er
 		region:        cfg.Region,
 		endpoint:      endpoint,
 		requesterPays: opts.RequesterPays,
+		listPageSize:  opts.ListPageSize,
 	}
 	b.uploader = manager.NewUploader(client, func(u *manager.Uploader) {
 		u.PartSize = DefaultPartSize
@@ -395,11 +400,15 @@ func (b *Bucket) List(ctx context.Context, prefix string, fn func(storage.Object
 	if b.closed.Load() {
 		return fmt.Errorf("s3store: list %s: %w", b.URL(prefix), storage.ErrClosed)
 	}
-	p := s3.NewListObjectsV2Paginator(b.client, &s3.ListObjectsV2Input{
+	in := &s3.ListObjectsV2Input{
 		Bucket:       aws.String(b.name),
 		Prefix:       aws.String(b.root + prefix),
 		RequestPayer: b.payer(),
-	})
+	}
+	if b.listPageSize > 0 {
+		in.MaxKeys = aws.Int32(b.listPageSize)
+	}
+	p := s3.NewListObjectsV2Paginator(b.client, in)
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
