@@ -38,6 +38,7 @@ type planFlags struct {
 	epoch                int64
 	sampleInEpoch        int64
 	initialPhysicalNodes int
+	statePath            string
 	numSamples           int64
 	shardSizes           string
 	streams              []string
@@ -66,7 +67,8 @@ With --json the output is {"work_shape": [...], "work": [...]}, equal to
 MosaicML's generate_work() (flattened, -1 for padding). Otherwise a readable
 view lists each step's batch per rank; --rank R --step S names the samples of
 one batch (step S counts the batches this plan yields on rank R, from
---sample-in-epoch on).`,
+--sample-in-epoch on). --state FILE resumes from a saved state dict, Sluice's
+or MosaicML's.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPlan(cmd.Context(), e, cmd, &f, args)
@@ -90,6 +92,7 @@ one batch (step S counts the batches this plan yields on rank R, from
 	fl.Int64Var(&f.epoch, "epoch", 0, "epoch")
 	fl.Int64Var(&f.sampleInEpoch, "sample-in-epoch", 0, "samples of the epoch already consumed over all ranks (resume)")
 	fl.IntVar(&f.initialPhysicalNodes, "initial-physical-nodes", 0, "node count of the first run when resuming (0: none)")
+	fl.StringVar(&f.statePath, "state", "", "resume from a state dict JSON file (Sluice's or MosaicML's state_dict): sets the epoch, sample in epoch, canonical nodes, seed and initial nodes")
 	fl.Int64Var(&f.numSamples, "num-samples", 0, "plan a dataset of this many samples in one shard instead of reading one")
 	fl.StringVar(&f.shardSizes, "shard-sizes", "", "plan a dataset with these comma-separated shard sample counts")
 	fl.StringArrayVar(&f.streams, "stream", nil, "a stream PATH[,proportion=P][,repeat=R][,choose=N] (repeatable)")
@@ -116,6 +119,27 @@ func runPlan(ctx context.Context, e *env, cmd *cobra.Command, f *planFlags, args
 		SamplingMethod:      f.samplingMethod,
 		SamplingGranularity: f.samplingGranularity,
 		BatchingMethod:      f.batchingMethod,
+	}
+	if f.statePath != "" {
+		data, err := readFileLimited(f.statePath, 1<<20)
+		if err != nil {
+			return fmt.Errorf("plan: --state: %w", err)
+		}
+		st, err := plan.ParseState(data)
+		if err != nil {
+			return fmt.Errorf("plan: --state %s: %w", f.statePath, err)
+		}
+		if st.Epoch < 0 {
+			return fmt.Errorf("plan: --state %s: epoch %d: the state was saved before any iteration", f.statePath, st.Epoch)
+		}
+		// As MosaicML's load_state_dict: the state's values win.
+		f.epoch, f.sampleInEpoch, f.shuffleSeed = st.Epoch, st.SampleInEpoch, st.ShuffleSeed
+		opts.ShuffleSeed = &f.shuffleSeed
+		if st.NumCanonicalNodes > 0 {
+			f.numCanonicalNodes = st.NumCanonicalNodes
+			opts.NumCanonicalNodes = st.NumCanonicalNodes
+		}
+		f.initialPhysicalNodes = st.InitialPhysicalNodes
 	}
 	if f.batchSize <= 0 {
 		return errors.New("plan: --batch-size is required (MosaicML: \"Please pass batch_size\")")

@@ -200,6 +200,61 @@ func TestPlanStreams(t *testing.T) {
 	}
 }
 
+// TestPlanState resumes from MosaicML's state dict: the plan continues with
+// the batches the real library yielded after load_state_dict.
+func TestPlanState(t *testing.T) {
+	b, err := os.ReadFile(planTestdata + "state_dicts.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Cases []struct {
+			StateDict          json.RawMessage      `json:"state_dict"`
+			WorldSize          int                  `json:"world_size"`
+			WorkersPerRank     int                  `json:"workers_per_rank"`
+			BatchesAfterResume map[string][][]int64 `json:"batches_after_resume"`
+			Params             struct {
+				Shuffle     bool   `json:"shuffle"`
+				ShuffleAlgo string `json:"shuffle_algo"`
+			} `json:"params"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range f.Cases {
+		state := filepath.Join(t.TempDir(), "state.json")
+		if err := os.WriteFile(state, c.StateDict, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"plan", "--state", state, "--batch-size", "4", "--shuffle-algo", c.Params.ShuffleAlgo,
+			"--ranks-per-node", strconv.Itoa(c.WorldSize), "--workers-per-rank", strconv.Itoa(c.WorkersPerRank),
+			"--rank", "0", "--max-steps", "0", planTestdata + "dataset_a"}
+		if c.Params.Shuffle {
+			args = append(args, "--shuffle")
+		}
+		out, err := runCLI(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := c.BatchesAfterResume["0"]
+		for step, batch := range want {
+			line := "step " + strconv.Itoa(step) + " rank 0: " + strings.Trim(strings.Join(strings.Fields(strings.Trim(jsonInts(batch), "[]")), " "), " ")
+			if !strings.Contains(out, line+"\n") {
+				t.Fatalf("case %d: output lacks %q", i, line)
+			}
+		}
+	}
+}
+
+func jsonInts(x []int64) string {
+	var parts []string
+	for _, v := range x {
+		parts = append(parts, strconv.FormatInt(v, 10))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
 func TestPlanErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"plan", "--num-samples", "10"},                                            // no batch size
@@ -213,6 +268,8 @@ func TestPlanErrors(t *testing.T) {
 		{"plan", "--batch-size", "2", "--num-samples", "10", "--rank", "3", "--step", "0"},
 		{"plan", "--batch-size", "2", "--num-samples", "10", "--rank", "0", "--step", "99"},
 		{"plan", "--batch-size", "2", "--num-samples", "10", "--epoch-size", "-1k"},
+		{"plan", "--batch-size", "2", "--num-samples", "10", "--state", "/nonexistent/state.json"},
+		{"plan", "--batch-size", "2", "--num-samples", "10", "--state", planTestdata + "dataset_a/index.json"},
 	} {
 		if _, err := runCLI(t, args...); err == nil {
 			t.Errorf("%v: no error", args)
