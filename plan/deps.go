@@ -48,7 +48,7 @@ func shuffleFull(algo string, units []int64, ncn int, seed, epoch, block int64) 
 	perm, err := shuffle.Get(shuffle.Params{Algo: algo, UnitSizes: units, NumCanonicalNodes: ncn,
 		Seed: seed, Epoch: epoch, BlockSize: block})
 	if err != nil {
-		return nil, fmt.Errorf("plan: shuffle: %w", err)
+		return nil, fmt.Errorf("plan: %w", err)
 	}
 	return perm, nil
 }
@@ -65,7 +65,7 @@ func newPermuter(algo string, units []int64, ncn int, seed, epoch, block int64) 
 	s, err := shuffle.New(shuffle.Params{Algo: algo, UnitSizes: units, NumCanonicalNodes: ncn,
 		Seed: seed, Epoch: epoch, BlockSize: block})
 	if err != nil {
-		return nil, fmt.Errorf("plan: shuffle: %w", err)
+		return nil, fmt.Errorf("plan: %w", err)
 	}
 	// Fill's cost is the requested range plus the shuffle structures it
 	// touches: whole units (py1s, py2s), blocks (py1br, py1b) or, for py1e,

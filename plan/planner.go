@@ -349,14 +349,14 @@ func (e *Epoch) RankBatches(node, rank int) ([][]int64, error) {
 	}
 	var out [][]int64
 	for b := 0; ; b++ {
-		any := false
+		more := false
 		for w := range W {
 			if b < len(per[w]) {
 				out = append(out, per[w][b])
-				any = true
+				more = true
 			}
 		}
-		if !any {
+		if !more {
 			return out, nil
 		}
 	}

@@ -50,6 +50,14 @@ func (e *Epoch) initRandom() error {
 		return fmt.Errorf("%w: each rank would get %d samples, more than %d", ErrInvalid, per*int64(shape.WorkersPerRank), int64(maxMaterialised))
 	}
 	e.rnd = &randomEpoch{c: &e.c, rs: rs, pt: pt, shape: shape.Dims(), ranks: make(map[[2]int]*rankSlices)}
+	if e.c.shuffle {
+		// Every worker needs the shuffle; preparing it now makes an
+		// impossible configuration (fewer samples than canonical nodes for
+		// py1e, say) fail here rather than at the first Worker call.
+		if _, err := e.rnd.permutation(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
