@@ -13,6 +13,9 @@ import (
 // MaxShardBytes is the largest raw shard: offsets are u32 file positions.
 const MaxShardBytes = 1<<32 - 1
 
+// firstRead is how much of a shard OpenShard reads first.
+const firstRead = 64 << 10
+
 // Shard is one opened raw (uncompressed) MDS shard. It validates the header
 // and offset table when opened, so each sample is then found in O(1).
 //
@@ -114,7 +117,9 @@ func (s *Shard) init(info *format.ShardInfo) error {
 	if info != nil && info.RawData.Bytes != s.size {
 		return s.corrupt(-1, -1, "file has %d bytes, index says %d", s.size, info.RawData.Bytes)
 	}
-	hdr, err := s.readAt(0, 4)
+	// One read covers the count, and usually the whole offset table and
+	// config: a single ranged request for remote readers.
+	hdr, err := s.readAt(0, min(s.size, firstRead))
 	if err != nil {
 		return err
 	}
@@ -126,7 +131,9 @@ func (s *Shard) init(info *format.ShardInfo) error {
 		return s.corrupt(-1, 0, "shard holds %d samples, index says %d", n, info.Samples)
 	}
 	s.n = int(n)
-	if s.offs, err = s.readAt(4, 4*(n+1)); err != nil {
+	if 8+4*n <= int64(len(hdr)) {
+		s.offs = hdr[4 : 8+4*n]
+	} else if s.offs, err = s.readAt(4, 4*(n+1)); err != nil {
 		return err
 	}
 	le := binary.LittleEndian
@@ -146,8 +153,10 @@ func (s *Shard) init(info *format.ShardInfo) error {
 		return s.corrupt(-1, 4+4*n, "last offset %d is not the file size %d", prev, s.size)
 	}
 	if info == nil {
-		cfg, err := s.readAt(8+4*n, first-(8+4*n))
-		if err != nil {
+		var cfg []byte
+		if first <= int64(len(hdr)) {
+			cfg = hdr[8+4*n : first]
+		} else if cfg, err = s.readAt(8+4*n, first-(8+4*n)); err != nil {
 			return err
 		}
 		if info, err = parseConfig(cfg); err != nil {
@@ -258,7 +267,7 @@ func (s *Shard) Record(j int) ([]byte, error) {
 func (s *Shard) Columns(j int, rec []byte, dst [][]byte) ([][]byte, error) {
 	hdr := 4 * s.nvar
 	if len(rec) < hdr {
-		return dst, s.corrupt(j, -1, "record of %d bytes is shorter than its %d-byte size table", len(rec), hdr)
+		return dst, s.corrupt(j, s.recordOffset(j), "record of %d bytes is shorter than its %d-byte size table", len(rec), hdr)
 	}
 	le := binary.LittleEndian
 	pos, v := hdr, 0
@@ -269,15 +278,25 @@ func (s *Shard) Columns(j int, rec []byte, dst [][]byte) ([][]byte, error) {
 			v++
 		}
 		if size > len(rec)-pos {
-			return dst, s.corrupt(j, -1, "column %q of %d bytes runs past the %d-byte record", s.names[i], size, len(rec))
+			return dst, s.corrupt(j, s.recordOffset(j)+int64(pos), "column %q of %d bytes runs past the %d-byte record", s.names[i], size, len(rec))
 		}
 		dst = append(dst, rec[pos:pos+size:pos+size])
 		pos += size
 	}
 	if pos != len(rec) {
-		return dst, s.corrupt(j, -1, "record has %d trailing bytes", len(rec)-pos)
+		return dst, s.corrupt(j, s.recordOffset(j)+int64(pos), "record has %d trailing bytes", len(rec)-pos)
 	}
 	return dst, nil
+}
+
+// recordOffset returns sample j's file offset for error messages, -1 if j
+// is not a sample of this shard.
+func (s *Shard) recordOffset(j int) int64 {
+	off, _, err := s.Span(j)
+	if err != nil {
+		return -1
+	}
+	return off
 }
 
 // Sample decodes sample j into a new format.Sample.
