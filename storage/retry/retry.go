@@ -176,6 +176,10 @@ var errStalled = errors.New("no data received within the stall timeout")
 // errAttemptTimeout marks an attempt aborted by the attempt timeout.
 var errAttemptTimeout = errors.New("attempt timed out")
 
+// errAttemptAborted marks an attempt that ended with a context error while
+// the caller's context was still live.
+var errAttemptAborted = errors.New("attempt aborted")
+
 // Bucket is the retrying decorator. It is safe for concurrent use.
 type Bucket struct {
 	inner storage.Bucket
@@ -247,6 +251,12 @@ func (b *Bucket) classify(ctx context.Context, err error, aborted error) (error,
 		// Our own timeout ended the attempt: the driver reports a context
 		// error that IsRetryable would take for the caller's.
 		return fmt.Errorf("%w: %v", aborted, err), true
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// Not the caller's context, so an attempt's own (a timer that
+		// fired as the call returned) or a driver's internal timeout. The
+		// context error is not wrapped: it would read as the caller's.
+		return fmt.Errorf("%w: %v", errAttemptAborted, err), true
 	}
 	return err, b.opts.Retryable(err)
 }
@@ -450,6 +460,12 @@ func (r *reader) open() error {
 		r.arm(r.b.opts.AttemptTimeout)
 		body, err := r.b.inner.NewRangeReader(actx, r.key, r.off, r.remaining)
 		fired := r.disarm()
+		if err == nil && fired {
+			// The timeout fired as the response arrived; its context is
+			// gone, so the body is unusable.
+			_ = body.Close()
+			err = errAttemptTimeout
+		}
 		if err == nil {
 			r.cur = body
 			return nil

@@ -219,3 +219,14 @@ func TestNewFaultProxyRejectsBadTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestConformance runs the suite on its own reference bucket and on Faulty
+// with no faults, which must be transparent.
+func TestConformance(t *testing.T) {
+	t.Run("memstore", func(t *testing.T) {
+		storagetest.Run(t, func(t *testing.T) storage.Bucket { return memstore.New("m") })
+	})
+	t.Run("Faulty", func(t *testing.T) {
+		storagetest.Run(t, func(t *testing.T) storage.Bucket { return storagetest.NewFaulty(memstore.New("f")) })
+	})
+}

@@ -98,8 +98,12 @@ type suite struct {
 func Pattern(seed uint64, n int) []byte {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
+	for i := 0; i < n; i += 8 {
+		v := r.Uint64()
+		for j := i; j < min(i+8, n); j++ {
+			b[j] = byte(v)
+			v >>= 8
+		}
 	}
 	return b
 }
