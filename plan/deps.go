@@ -1,11 +1,28 @@
 package plan
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/sluicedata/sluice/partition"
 	"github.com/sluicedata/sluice/shuffle"
 )
+
+// depError wraps an error of package partition or shuffle: its message
+// gets this package's prefix, and it matches both ErrInvalid (when the
+// dependency's error is an invalid argument) and the original error.
+type depError struct{ err error }
+
+func (e *depError) Error() string { return "plan: " + e.err.Error() }
+
+func (e *depError) Unwrap() []error {
+	if errors.Is(e.err, partition.ErrInvalid) || errors.Is(e.err, shuffle.ErrInvalid) {
+		return []error{e.err, ErrInvalid}
+	}
+	return []error{e.err}
+}
+
+func wrapDep(err error) error { return &depError{err} }
 
 // partSpec describes one get_partitions call.
 type partSpec struct {
@@ -28,7 +45,7 @@ func (ps partSpec) params() partition.Params {
 func newPartition(ps partSpec) (*partition.Partition, error) {
 	pt, err := partition.New(ps.params())
 	if err != nil {
-		return nil, fmt.Errorf("plan: %w", err)
+		return nil, wrapDep(err)
 	}
 	return pt, nil
 }
@@ -38,7 +55,7 @@ func partitionFull(algo string, n int64, ncn int, shape Shape, batch int, drop i
 	ps := partSpec{algo: algo, n: n, ncn: ncn, shape: shape, batch: batch, dropFirst: drop, initialPhysicalNodes: ipn}
 	s, data, err := partition.Get(ps.params())
 	if err != nil {
-		return work{}, fmt.Errorf("plan: %w", err)
+		return work{}, wrapDep(err)
 	}
 	return work{shape: s.Dims(), data: data}, nil
 }
@@ -48,7 +65,7 @@ func shuffleFull(algo string, units []int64, ncn int, seed, epoch, block int64) 
 	perm, err := shuffle.Get(shuffle.Params{Algo: algo, UnitSizes: units, NumCanonicalNodes: ncn,
 		Seed: seed, Epoch: epoch, BlockSize: block})
 	if err != nil {
-		return nil, fmt.Errorf("plan: %w", err)
+		return nil, wrapDep(err)
 	}
 	return perm, nil
 }
@@ -65,7 +82,7 @@ func newPermuter(algo string, units []int64, ncn int, seed, epoch, block int64) 
 	s, err := shuffle.New(shuffle.Params{Algo: algo, UnitSizes: units, NumCanonicalNodes: ncn,
 		Seed: seed, Epoch: epoch, BlockSize: block})
 	if err != nil {
-		return nil, fmt.Errorf("plan: %w", err)
+		return nil, wrapDep(err)
 	}
 	// Fill's cost is the requested range plus the shuffle structures it
 	// touches: whole units (py1s, py2s), blocks (py1br, py1b) or, for py1e,

@@ -293,3 +293,22 @@ func TestOptionErrors(t *testing.T) {
 		t.Errorf("epoch without batch size: %v", err)
 	}
 }
+
+func TestDependencyErrorsMatchErrInvalid(t *testing.T) {
+	p, err := plan.New([]plan.Stream{{ShardSizes: []int64{3}}}, &plan.Options{Shuffle: true, NumCanonicalNodes: 4, BatchSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Epoch(plan.EpochSpec{Shape: plan.Shape{Nodes: 1, RanksPerNode: 1, WorkersPerRank: 1}})
+	if !errors.Is(err, plan.ErrInvalid) {
+		t.Errorf("py1e with fewer samples than canonical nodes: %v, want ErrInvalid", err)
+	}
+	p, err = plan.New([]plan.Stream{{ShardSizes: []int64{30}}}, &plan.Options{NumCanonicalNodes: 3, BatchSize: 1, PartitionAlgo: plan.PartitionOrig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Epoch(plan.EpochSpec{Shape: plan.Shape{Nodes: 2, RanksPerNode: 1, WorkersPerRank: 1}})
+	if !errors.Is(err, plan.ErrInvalid) {
+		t.Errorf("orig with 3 canonical nodes on 2 nodes: %v, want ErrInvalid", err)
+	}
+}
