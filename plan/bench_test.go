@@ -20,16 +20,21 @@ func benchStreams(n int64) []plan.Stream {
 
 var benchSizes = []int64{10_000, 1_000_000, 10_000_000, 100_000_000}
 
-// BenchmarkRank measures planning one rank's epoch (all its workers) with
-// the default py1e shuffle: 8 nodes × 8 ranks × 8 workers, NCN 8.
+// BenchmarkRank measures planning one rank's epoch (all its workers, from
+// nothing) on 8 nodes × 8 ranks × 8 workers with NCN 8, without shuffling
+// and with several shuffles.
 func BenchmarkRank(b *testing.B) {
 	for _, n := range benchSizes {
-		for _, algo := range []string{plan.AlgoPy1e, plan.AlgoPy1s, plan.AlgoNaive} {
+		for _, algo := range []string{"none", plan.AlgoPy1e, plan.AlgoPy1s, plan.AlgoPy1br, plan.AlgoNaive} {
 			if algo == plan.AlgoNaive && n > 10_000_000 {
 				continue
 			}
 			b.Run(fmt.Sprintf("%s/n=%d", algo, n), func(b *testing.B) {
-				p, err := plan.New(benchStreams(n), &plan.Options{Shuffle: true, ShuffleAlgo: algo, BatchSize: 32, NumCanonicalNodes: 8})
+				o := &plan.Options{Shuffle: algo != "none", BatchSize: 32, NumCanonicalNodes: 8}
+				if o.Shuffle {
+					o.ShuffleAlgo = algo
+				}
+				p, err := plan.New(benchStreams(n), o)
 				if err != nil {
 					b.Fatal(err)
 				}
