@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sluicedata/sluice/format"
 )
@@ -23,6 +25,17 @@ func benchSample(r *rand.Rand, size int) format.Sample {
 }
 
 var benchCols = map[string]string{"id": "int", "data": "bytes"}
+
+// cpuTime returns the process's user+system CPU time. Benchmarks report
+// CPU per sample next to wall time, because the shared test machine's
+// load makes wall time alone hard to compare.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // benchDir returns a fresh output directory for write benchmarks: under
 // $SLUICE_BENCH_DIR if set, else under /dev/shm when it exists (so the
@@ -76,6 +89,7 @@ func BenchmarkWrite(b *testing.B) {
 			b.SetBytes(int64(c.size))
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu0 := cpuTime()
 			for i := 0; i < b.N; i++ {
 				if err := w.Write(samples[i%len(samples)]); err != nil {
 					b.Fatal(err)
@@ -86,6 +100,7 @@ func BenchmarkWrite(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "samples/s")
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
@@ -143,6 +158,7 @@ func BenchmarkRead(b *testing.B) {
 				b.SetBytes(int64(c.size))
 				b.ReportAllocs()
 				b.ResetTimer()
+				cpu0 := cpuTime()
 				k, j := 0, 0
 				s, _ := rd.Shard(0)
 				for i := 0; i < b.N; i++ {
@@ -175,6 +191,7 @@ func BenchmarkRead(b *testing.B) {
 				}
 				b.StopTimer()
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "samples/s")
+				b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 			})
 		}
 		if rd != nil {
