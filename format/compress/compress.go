@@ -259,8 +259,7 @@ func DecompressStream(w io.Writer, r io.Reader, family string, maxSize int64) (i
 		if err != nil {
 			return 0, fmt.Errorf("compress: gz: %w", err)
 		}
-		zr.Multistream(false)
-		dr = zr
+		dr = zr // concatenated members are read too, as Python does
 	case "bz2":
 		dr = bzip2.NewReader(r)
 	case "br":
