@@ -242,6 +242,9 @@ func Decompress(family string, src []byte, maxSize int64) ([]byte, error) {
 		return out, nil
 	}
 	var buf bytes.Buffer
+	// The expected size is a hint from the index: grow to it, but never
+	// allocate more than 64 MiB before real data arrives.
+	buf.Grow(int(min(maxSize, 64<<20)) + bytes.MinRead)
 	if _, err := DecompressStream(&buf, bytes.NewReader(src), family, maxSize); err != nil {
 		return nil, err
 	}
