@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/sluicedata/sluice/partition"
@@ -195,15 +196,16 @@ func (r *randomEpoch) worker(node, rank, worker int) ([]int64, error) {
 	return r.computeWorker(node, rank, worker)
 }
 
-// peek returns a worker's slice for reading only, leaving the cached slice
-// for Worker to hand out.
+// peek returns a copy of a worker's slice, leaving the cached slice for
+// Worker to hand out.
 func (r *randomEpoch) peek(node, rank, worker int) ([]int64, error) {
 	e, err := r.rankEntry(node, rank)
 	if err != nil {
 		return nil, err
 	}
 	e.mu.Lock()
-	ids := e.workers[worker]
+	// A copy: the cached slice may be handed out (and modified) meanwhile.
+	ids := slices.Clone(e.workers[worker])
 	e.mu.Unlock()
 	if ids != nil {
 		return ids, nil
