@@ -35,6 +35,11 @@ type Options struct {
 // only compressed are decompressed into memory (bounded by the index's raw
 // size) when first used.
 //
+// Opened shards stay open until Close, and compressed ones stay in memory
+// decompressed, so random access over a dataset larger than memory should
+// go through the stream package (bounded cache of raw files) instead. A
+// Scanner opens each shard on its own and releases it when it moves on.
+//
 // A Reader is safe for concurrent use. Close releases every opened shard.
 type Reader struct {
 	dir     string
