@@ -128,7 +128,7 @@ func CopyTree(ctx context.Context, src, dst Bucket, opts *CopyTreeOptions) (Copy
 				return nil
 			}
 			if err != nil && !errors.Is(err, ErrNotExist) {
-				return err
+				return fmt.Errorf("storage: copy %s: check destination: %w", src.URL(info.Key), err)
 			}
 		}
 		want := info.Size

@@ -182,7 +182,7 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 		return nil, fmt.Errorf("filestore: get: %w", err)
 	}
 	if off < 0 {
-		return nil, b.fail("get", key, fmt.Errorf("negative offset %d", off))
+		return nil, b.fail("get", key, storage.Permanent(fmt.Errorf("negative offset %d", off)))
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, b.fail("get", key, err)

@@ -78,6 +78,34 @@ func BenchmarkParallelDownload(b *testing.B) {
 		}
 	})
 
+	// CopyTree from the HTTP server into a local directory, as `sluice cp`
+	// does: bytes stream from store to store through one buffer per object.
+	b.Run("CopyTree", func(b *testing.B) {
+		hb, err := httpstore.New(srv.URL, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lb, _ := limit.New(hb, 64)
+		rb, _ := retry.New(lb, nil)
+		defer rb.Close()
+		objects := make([]storage.ObjectInfo, len(keys))
+		for i, k := range keys {
+			objects[i] = storage.ObjectInfo{Key: k, Size: shardSize}
+		}
+		b.SetBytes(shards * shardSize)
+		b.ReportAllocs()
+		for b.Loop() {
+			dst, err := filestore.New(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := storage.CopyTree(ctx, rb, dst, &storage.CopyTreeOptions{Objects: objects, Concurrency: parallel}); err != nil {
+				b.Fatal(err)
+			}
+			dst.Close()
+		}
+	})
+
 	b.Run("Sluice", func(b *testing.B) {
 		hb, err := httpstore.New(srv.URL, nil)
 		if err != nil {

@@ -297,7 +297,7 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 		return nil, err
 	}
 	if off < 0 {
-		return nil, fmt.Errorf("httpstore: get %s: negative offset %d", b.URL(key), off)
+		return nil, storage.Permanent(fmt.Errorf("httpstore: get %s: negative offset %d", b.URL(key), off))
 	}
 	if length == 0 {
 		// Nothing to fetch; the object must still exist and reach off.

@@ -94,7 +94,7 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 		return nil, fmt.Errorf("memstore: get %s: %w", b.URL(key), err)
 	}
 	if off < 0 {
-		return nil, fmt.Errorf("memstore: get %s: negative offset %d", b.URL(key), off)
+		return nil, storage.Permanent(fmt.Errorf("memstore: get %s: negative offset %d", b.URL(key), off))
 	}
 	o, err := b.get("get", key)
 	if err != nil {

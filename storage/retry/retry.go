@@ -388,6 +388,9 @@ func (b *Bucket) NewWriter(ctx context.Context, key string, opts *storage.WriteO
 // NewRangeReader implements storage.Bucket. Opening is retried, and the
 // returned reader resumes after failures and stalls.
 func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	if off < 0 {
+		return nil, fmt.Errorf("retry: get %s: negative offset %d", b.inner.URL(key), off)
+	}
 	r := &reader{b: b, ctx: ctx, key: key, url: b.inner.URL(key), off: off, remaining: length}
 	if err := r.open(); err != nil {
 		return nil, err
