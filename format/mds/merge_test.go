@@ -108,3 +108,28 @@ func TestMergeOrderIsLexical(t *testing.T) {
 		t.Error("merging an empty directory succeeded")
 	}
 }
+
+func TestVerifyHeaderMismatch(t *testing.T) {
+	src := filepath.Join(fixturesDir, "mixed_none", "data")
+	if _, err := os.Stat(src); err != nil {
+		t.Skip("fixture missing")
+	}
+	dir := t.TempDir()
+	copyTree(t, src, dir, false)
+	p := filepath.Join(dir, "shard.00002.mds")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(b, []byte(`"blob"`))
+	copy(b[i:], `"blub"`) // same length: offsets stay valid
+	os.WriteFile(p, b, 0o644)
+	var problems []string
+	st, err := Verify(t.Context(), dir, func(err error) { problems = append(problems, err.Error()) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Problems != 1 || len(problems) != 1 || !bytes.Contains([]byte(problems[0]), []byte("shard 2: offset")) || !bytes.Contains([]byte(problems[0]), []byte("header columns")) {
+		t.Fatalf("problems: %v", problems)
+	}
+}

@@ -2,11 +2,13 @@ package mds
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/format/compress"
@@ -118,6 +120,20 @@ func verifyShard(k int, dir string, info *format.ShardInfo, st *VerifyStats) err
 		return withShard(err, k)
 	}
 	s.id = k
+	// The header's own copy of the configuration must describe the same
+	// columns as the index (MosaicML ignores it, but a mismatch means the
+	// file belongs to another dataset).
+	hlen := 8 + 4*int64(s.n)
+	first := int64(binary.LittleEndian.Uint32(s.offs))
+	cfg, err := parseConfig(raw[hlen:first])
+	if err != nil {
+		return &format.CorruptError{File: info.RawData.Basename, Shard: k, Sample: -1, Offset: hlen, Reason: "bad header config", Err: err}
+	}
+	if strings.Join(cfg.ColumnNames, "\x00") != strings.Join(info.ColumnNames, "\x00") ||
+		strings.Join(cfg.ColumnEncodings, "\x00") != strings.Join(info.ColumnEncodings, "\x00") {
+		return &format.CorruptError{File: info.RawData.Basename, Shard: k, Sample: -1, Offset: hlen,
+			Reason: fmt.Sprintf("header columns %v %v differ from the index's %v %v", cfg.ColumnNames, cfg.ColumnEncodings, info.ColumnNames, info.ColumnEncodings)}
+	}
 	var cols [][]byte
 	for j := 0; j < s.Len(); j++ {
 		rec, err := s.Record(j)
