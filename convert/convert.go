@@ -49,6 +49,9 @@ func Run(ctx context.Context, opts *Options) (*Report, error) {
 		return nil, err
 	}
 	fp := fingerprint(r, lay)
+	if err := removeLocalTemps(r.Output, r.prefix); err != nil {
+		return nil, err
+	}
 	resume, err := loadJournal(ctx, out, r.prefix, fp)
 	if err != nil {
 		return nil, err
@@ -152,7 +155,12 @@ type shardJob struct {
 	next    int64 // input position after the shard
 	stats   Stats // figures up to next (this shard not yet counted)
 	done    chan shardResult
+	res     shardResult // set by the uploader
+	stored  chan error  // the upload's outcome
 }
+
+// maxUploads bounds the shard files being stored at once.
+const maxUploads = 4
 
 type shardResult struct {
 	info    format.ShardInfo
@@ -171,8 +179,9 @@ type pipeline struct {
 	resume  *resumeState
 	start   time.Time
 
-	config []byte // the shard header's config JSON
-	comp   *compress.Compressor
+	config    []byte // the shard header's config JSON
+	batchSize int
+	comp      *compress.Compressor
 
 	// Figures read by the progress goroutine.
 	read, written, skipped, bytes atomic.Int64
@@ -215,9 +224,24 @@ func (p *pipeline) run(ctx context.Context) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	workers := p.r.Workers
+	ioBound := false
+	if io, ok := p.src.(input.IOBound); ok && io.IOBound() {
+		ioBound = true
+		workers = max(workers, 4*p.r.Workers, 16) // overlap reads
+	}
+	if p.batchSize = p.r.BatchSize; p.batchSize <= 0 {
+		switch {
+		case p.fetcher != nil:
+			p.batchSize = 32
+		case ioBound:
+			p.batchSize = 64
+		default:
+			p.batchSize = 512
+		}
+	}
 	if p.fetcher != nil {
 		// Enough batches in flight to keep the fetch pool busy.
-		workers = max(workers, 2*p.fetcher.Concurrency()/p.r.BatchSize+p.r.Workers)
+		workers = max(workers, 2*p.fetcher.Concurrency()/p.batchSize+p.r.Workers)
 	}
 	window := make(chan struct{}, 2*workers) // batches between reader and sequencer
 	work := make(chan *batch, workers)
@@ -233,7 +257,7 @@ func (p *pipeline) run(ctx context.Context) error {
 		skip := p.resume.next
 		var seq int64
 		for {
-			items, err := p.src.Read(ctx, nil, p.r.BatchSize)
+			items, err := p.src.Read(ctx, nil, p.batchSize)
 			if skip > 0 && len(items) > 0 {
 				n := int(min(skip, int64(len(items))))
 				items = items[n:]
@@ -287,24 +311,61 @@ func (p *pipeline) run(ctx context.Context) error {
 		defer close(commits)
 		return p.sequence(ctx, results, window, commits, buildSem)
 	})
-	g.Go(func() error { // committer
+	uploads := make(chan *shardJob, maxUploads)
+	upSem := make(chan struct{}, maxUploads)
+	var upWG sync.WaitGroup
+	defer upWG.Wait()
+	g.Go(func() error { // uploader: stores shard files as they are built, several at once
+		defer close(uploads)
 		for job := range commits {
-			var res shardResult
 			select {
-			case res = <-job.done:
+			case job.res = <-job.done:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-			if res.err != nil {
-				return res.err
+			if job.res.err != nil {
+				return job.res.err
 			}
-			if err := p.commit(ctx, job, &res); err != nil {
+			select {
+			case upSem <- struct{}{}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			job.stored = make(chan error, 1)
+			upWG.Add(1)
+			go func() {
+				defer upWG.Done()
+				defer func() { <-upSem }()
+				job.stored <- p.store(ctx, job)
+			}()
+			select {
+			case uploads <- job:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	g.Go(func() error { // journaler: records stored shards in shard order
+		for job := range uploads {
+			var err error
+			select {
+			case err = <-job.stored:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if err != nil {
+				return err
+			}
+			if err := p.journal(ctx, job); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	return g.Wait()
+	err := g.Wait()
+	upWG.Wait()
+	return err
 }
 
 // process decodes, fetches and encodes one batch.
@@ -548,8 +609,9 @@ func (p *pipeline) build(job *shardJob) shardResult {
 	return shardResult{info: info, file: file, rawSize: total}
 }
 
-// commit stores a built shard and then its journal entry, in shard order.
-func (p *pipeline) commit(ctx context.Context, job *shardJob, res *shardResult) error {
+// store writes a built shard's file. Several run at once.
+func (p *pipeline) store(ctx context.Context, job *shardJob) error {
+	res := &job.res
 	stored := res.info.RawData.Basename
 	if res.info.ZipData != nil {
 		stored = res.info.ZipData.Basename
@@ -560,6 +622,12 @@ func (p *pipeline) commit(ctx context.Context, job *shardJob, res *shardResult) 
 	if p.r.testHook != nil {
 		p.r.testHook("shard", job.index)
 	}
+	return nil
+}
+
+// journal records a stored shard, in shard order.
+func (p *pipeline) journal(ctx context.Context, job *shardJob) error {
+	res := &job.res
 	p.cumRaw += res.rawSize
 	p.cumStored += int64(len(res.file))
 	st := job.stats
@@ -576,6 +644,7 @@ func (p *pipeline) commit(ctx context.Context, job *shardJob, res *shardResult) 
 		p.r.testHook("journal", job.index)
 	}
 	p.infos = append(p.infos, res.info)
+	res.file = nil // release the shard's memory
 	p.written.Store(st.SamplesOut)
 	p.bytes.Store(st.StoredBytes)
 	p.shards.Store(int64(len(p.infos)))

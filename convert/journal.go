@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/sluicedata/sluice/format"
@@ -97,6 +99,33 @@ func fingerprint(r *resolved, l *layout) string {
 	b, _ := json.Marshal(v) // plain data: cannot fail
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
+}
+
+// removeLocalTemps deletes the temporary files a killed writer left in a
+// local output directory (the file store hides them from List).
+func removeLocalTemps(output, prefix string) error {
+	dir := output
+	if strings.Contains(output, "://") {
+		u, err := storage.ParseURL(output)
+		if err != nil || u.Scheme != "file" {
+			return nil // object stores never show partial objects
+		}
+		dir = u.Path
+	}
+	for _, d := range []string{filepath.Join(dir, filepath.FromSlash(prefix)), filepath.Join(dir, filepath.FromSlash(prefix), JournalDir)} {
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			continue // nothing there yet
+		}
+		for _, e := range ents {
+			if !e.IsDir() && storage.IsTempName(e.Name()) {
+				if err := os.Remove(filepath.Join(d, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return fmt.Errorf("convert: remove leftover temporary file: %w", err)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // resumeState is what a restarted conversion takes over from its journal.

@@ -103,7 +103,7 @@ type Options struct {
 	// GOMAXPROCS.
 	Workers int
 	// BatchSize is the number of input records per unit of work; 0 means
-	// 512 (32 when fetching).
+	// 512 (32 when fetching, 64 for image folders).
 	BatchSize int
 	// InferRows is the number of records inference looks at; 0 means 1000.
 	InferRows int
@@ -199,12 +199,6 @@ func (o *Options) resolve() (*resolved, error) {
 	}
 	if r.Workers <= 0 {
 		r.Workers = runtime.GOMAXPROCS(0)
-	}
-	if r.BatchSize <= 0 {
-		r.BatchSize = 512
-		if len(r.Fetch) > 0 {
-			r.BatchSize = 32
-		}
 	}
 	if r.InferRows <= 0 {
 		r.InferRows = 1000

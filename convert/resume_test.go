@@ -54,7 +54,7 @@ func TestKillAndResume(t *testing.T) {
 		resumed int
 	}{
 		{"journal", 3, 4}, // killed right after shard 3 was journaled
-		{"shard", 6, 6},   // killed after shard 6 was stored, before its journal entry
+		{"shard", 6, 6},   // killed after shard 6 was stored, before its journal entry (at most 6 kept)
 		{"journal", 0, 1},
 	} {
 		t.Run(c.event+strconv.Itoa(c.shard), func(t *testing.T) {
@@ -75,7 +75,10 @@ func TestKillAndResume(t *testing.T) {
 				t.Fatalf("killed run left an index.json (err %v)", err)
 			}
 			rep := runConvert(t, killOptions(in, out))
-			if rep.ResumedShards != c.resumed {
+			// Killed after a journal entry: exactly the journaled shards are
+			// kept. Killed after a shard upload: uploads run ahead of the
+			// journal, so up to that many shards are kept.
+			if (c.event == "journal" && rep.ResumedShards != c.resumed) || rep.ResumedShards > c.resumed {
 				t.Errorf("resumed after %d shards, want %d", rep.ResumedShards, c.resumed)
 			}
 			if rep.SamplesIn != whole.SamplesIn || rep.SamplesOut != whole.SamplesOut || rep.Shards != whole.Shards || rep.StoredBytes != whole.StoredBytes {

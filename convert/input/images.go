@@ -101,6 +101,9 @@ func openImages(ctx context.Context, root string, opts *Options, bs *buckets) (S
 	return im, nil
 }
 
+// IOBound reports true: Decode reads each image from the store.
+func (im *images) IOBound() bool { return true }
+
 // Classes returns the class names in label order.
 func (im *images) Classes() []string { return im.classes }
 

@@ -49,3 +49,10 @@ type Source interface {
 	// Close releases the source's files and connections.
 	Close() error
 }
+
+// IOBound is implemented by sources whose Decode does I/O (reading each
+// image of an image folder); the pipeline runs more decoders for them so
+// that reads overlap.
+type IOBound interface {
+	IOBound() bool
+}

@@ -63,6 +63,16 @@ func progressLine(p convert.Progress) string {
 		state, p.SamplesIn, p.SamplesOut, p.Skipped, p.Shards, float64(p.Bytes)/1e6, rate, p.Elapsed.Round(time.Second))
 }
 
+// barLine is the short figure line next to the spinner.
+func barLine(p convert.Progress) string {
+	rate := 0.0
+	if s := p.Elapsed.Seconds(); s > 0 {
+		rate = float64(p.SamplesIn) / s
+	}
+	return fmt.Sprintf("%d read, %d written, %d skipped, %d shards, %.1f MB, %.0f/s",
+		p.SamplesIn, p.SamplesOut, p.Skipped, p.Shards, float64(p.Bytes)/1e6, rate)
+}
+
 // barProgress draws a spinner with running figures (the input's total is
 // not known up front).
 func barProgress(w io.Writer, opts *convert.Options) func() {
@@ -70,11 +80,11 @@ func barProgress(w io.Writer, opts *convert.Options) func() {
 	var mu sync.Mutex
 	var last convert.Progress
 	bar := prog.New(0, mpb.SpinnerStyle(),
-		mpb.PrependDecorators(decor.Name("convert ")),
+		mpb.PrependDecorators(decor.Name("convert")),
 		mpb.AppendDecorators(decor.Any(func(decor.Statistics) string {
 			mu.Lock()
 			defer mu.Unlock()
-			return progressLine(last)
+			return barLine(last)
 		})),
 	)
 	opts.ProgressInterval = 200 * time.Millisecond
