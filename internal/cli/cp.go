@@ -132,7 +132,9 @@ func sameRoot(a, b string) bool {
 func cpProgressBar(w io.Writer, total int64, objects int) (progress func(int64), onObject func(storage.ObjectInfo, bool), stop func(ok bool)) {
 	p := mpb.New(mpb.WithOutput(w), mpb.WithWidth(40), mpb.WithAutoRefresh())
 	var done atomic.Int64
-	bar := p.New(total, mpb.BarStyle(),
+	// Created without a total, so that reaching it does not complete the
+	// bar before the last object is counted; stop completes it.
+	bar := p.New(0, mpb.BarStyle(),
 		mpb.PrependDecorators(
 			decor.Any(func(decor.Statistics) string { return fmt.Sprintf("cp %d/%d ", done.Load(), objects) }),
 			decor.CountersKibiByte("% .1f / % .1f"),
@@ -143,6 +145,7 @@ func cpProgressBar(w io.Writer, total int64, objects int) (progress func(int64),
 			decor.AverageETA(decor.ET_STYLE_GO),
 		),
 	)
+	bar.SetTotal(total, false)
 	progress = func(n int64) { bar.IncrInt64(n) }
 	onObject = func(info storage.ObjectInfo, skipped bool) {
 		done.Add(1)

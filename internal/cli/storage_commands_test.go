@@ -149,3 +149,22 @@ func TestCpErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestCpProgressBar(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	files := writeDataset(t, src)
+	dst := t.TempDir()
+	out, errOut, err := sluice(t, "cp", "--progress", "bar", src, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFiles(t, dst, files)
+	if !strings.Contains(errOut, "cp 5/5") || !strings.HasPrefix(out, "copied 5 objects") {
+		t.Errorf("bar output %q, summary %q", errOut, out)
+	}
+	// Not a terminal: no bar unless asked for.
+	_, errOut, err = sluice(t, "cp", src, t.TempDir())
+	if err != nil || errOut != "" {
+		t.Errorf("cp without a terminal wrote %q to stderr (%v)", errOut, err)
+	}
+}
