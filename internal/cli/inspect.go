@@ -49,7 +49,7 @@ func writeInspect(w io.Writer, dir string, idx *format.Index, listShards bool) e
 	compressions := map[string]int{}
 	hashes := map[string]bool{}
 	limits := map[int64]int{}
-	type col struct{ name, enc string }
+	type col struct{ name, enc, size string }
 	var cols []col
 	colsSame := true
 	for k := range idx.Shards {
@@ -73,10 +73,17 @@ func writeInspect(w io.Writer, dir string, idx *format.Index, listShards bool) e
 		limits[s.SizeLimit]++
 		var these []col
 		for i, n := range s.ColumnNames {
-			these = append(these, col{n, s.ColumnEncodings[i]})
+			size := ""
+			if s.Format == "mds" {
+				size = "variable"
+				if i < len(s.ColumnSizes) && s.ColumnSizes[i] > 0 {
+					size = fmt.Sprintf("fixed %d B", s.ColumnSizes[i])
+				}
+			}
+			these = append(these, col{n, s.ColumnEncodings[i], size})
 		}
 		for n, enc := range s.Columns {
-			these = append(these, col{n, enc})
+			these = append(these, col{n, enc, ""})
 		}
 		sort.Slice(these, func(i, j int) bool { return these[i].name < these[j].name })
 		if k == 0 {
@@ -122,7 +129,7 @@ func writeInspect(w io.Writer, dir string, idx *format.Index, listShards bool) e
 		fmt.Fprintf(tw, "columns\t%d\n", len(cols))
 	}
 	for _, c := range cols {
-		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.enc)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.name, c.enc, c.size)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
