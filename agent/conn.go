@@ -27,10 +27,16 @@ type conn struct {
 	mu        sync.Mutex
 	handles   map[int]*handle
 	iters     map[int]*iteration
-	batches   map[int64][]location
+	batches   map[int64]*leased
 	nextID    int
 	nextBatch int64
 	version   int
+}
+
+// leased is a batch whose locations the client has not released yet.
+type leased struct {
+	iter int // the iteration that produced it; 0 for random access
+	locs []location
 }
 
 // handle is an opened dataset on a connection.
@@ -45,7 +51,7 @@ func newConn(a *Agent, nc net.Conn) *conn {
 		nc:      nc,
 		handles: map[int]*handle{},
 		iters:   map[int]*iteration{},
-		batches: map[int64][]location{},
+		batches: map[int64]*leased{},
 	}
 }
 
@@ -53,7 +59,7 @@ func (c *conn) counts() (iters, leases int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, b := range c.batches {
-		leases += len(b)
+		leases += len(b.locs)
 	}
 	return len(c.iters), leases
 }
@@ -162,13 +168,7 @@ func (c *conn) handle(ctx context.Context, f agentapi.Frame) (any, []byte, error
 		if err := decode(f, &req); err != nil {
 			return nil, nil, err
 		}
-		c.mu.Lock()
-		it, ok := c.iters[req.Iter]
-		delete(c.iters, req.Iter)
-		c.mu.Unlock()
-		if ok {
-			it.stop()
-		}
+		c.endIter(req.Iter)
 		return agentapi.OK{Op: agentapi.OpOK}, nil, nil
 	case agentapi.OpEpoch:
 		var req agentapi.EpochQuery
@@ -341,7 +341,7 @@ func (c *conn) next(ctx context.Context, req agentapi.Next) (any, []byte, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	return c.reply(locs, done, req.InlineMax)
+	return c.reply(req.Iter, locs, done, req.InlineMax)
 }
 
 func (c *conn) get(ctx context.Context, req agentapi.Get) (any, []byte, error) {
@@ -361,7 +361,7 @@ func (c *conn) get(ctx context.Context, req agentapi.Get) (any, []byte, error) {
 // reply builds a batch reply from leased locations. Inlined records are
 // read here and their leases dropped at once; the others stay leased under
 // the batch ID until the client releases it.
-func (c *conn) reply(locs []location, done bool, inlineMax int) (any, []byte, error) {
+func (c *conn) reply(iter int, locs []location, done bool, inlineMax int) (any, []byte, error) {
 	b := agentapi.Batch{Op: agentapi.OpBatch, N: len(locs), Done: done}
 	refs := map[string]uint32{}
 	body := make([]byte, 0, len(locs)*agentapi.EntrySize)
@@ -415,7 +415,7 @@ func (c *conn) reply(locs []location, done bool, inlineMax int) (any, []byte, er
 		c.mu.Lock()
 		c.nextBatch++
 		b.ID = c.nextBatch
-		c.batches[b.ID] = kept
+		c.batches[b.ID] = &leased{iter: iter, locs: kept}
 		c.mu.Unlock()
 	}
 	c.a.mu.Lock()
@@ -435,7 +435,7 @@ func (c *conn) release(ids []int64) {
 		return
 	}
 	c.mu.Lock()
-	var drop [][]location
+	var drop []*leased
 	for _, id := range ids {
 		if b, ok := c.batches[id]; ok {
 			drop = append(drop, b)
@@ -444,7 +444,28 @@ func (c *conn) release(ids []int64) {
 	}
 	c.mu.Unlock()
 	for _, b := range drop {
-		releaseLocs(b)
+		releaseLocs(b.locs)
+	}
+}
+
+// endIter stops an iteration and releases every batch it produced.
+func (c *conn) endIter(id int) {
+	c.mu.Lock()
+	it, ok := c.iters[id]
+	delete(c.iters, id)
+	var drop []*leased
+	for bid, b := range c.batches {
+		if b.iter == id {
+			drop = append(drop, b)
+			delete(c.batches, bid)
+		}
+	}
+	c.mu.Unlock()
+	if ok {
+		it.stop()
+	}
+	for _, b := range drop {
+		releaseLocs(b.locs)
 	}
 }
 
@@ -452,13 +473,13 @@ func (c *conn) release(ids []int64) {
 func (c *conn) releaseAll() {
 	c.mu.Lock()
 	iters, batches, handles := c.iters, c.batches, c.handles
-	c.iters, c.batches, c.handles = map[int]*iteration{}, map[int64][]location{}, map[int]*handle{}
+	c.iters, c.batches, c.handles = map[int]*iteration{}, map[int64]*leased{}, map[int]*handle{}
 	c.mu.Unlock()
 	for _, it := range iters {
 		it.stop()
 	}
 	for _, b := range batches {
-		releaseLocs(b)
+		releaseLocs(b.locs)
 	}
 	for _, h := range handles {
 		c.a.releaseJob(h.job)

@@ -149,6 +149,13 @@ class Connection:
             except OSError:
                 pass
 
+    def __del__(self):
+        if self.__dict__.get("sock") is not None:
+            if self.pid == os.getpid():
+                self.close()
+            else:
+                self._abandon()
+
     def close(self):
         s, self.sock = self.sock, None
         if s is not None:

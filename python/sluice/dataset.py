@@ -329,9 +329,7 @@ class StreamingDataset(_Base):
                     recoveries += 1
                     if recoveries > _RECOVERIES:
                         raise
-                    for m in maps.values():
-                        m.close()
-                    maps.clear()
+                    _close_maps(maps)
                     c = self._connection(world)
                     resume = {
                         "epoch": begun["epoch"],
@@ -356,8 +354,7 @@ class StreamingDataset(_Base):
                     yielded = 0
                     it = nb["iter"]
         finally:
-            for m in maps.values():
-                m.close()
+            _close_maps(maps)
             c = self._conn
             if c is not None and c.sock is not None and c.pid == os.getpid():
                 try:
@@ -462,6 +459,13 @@ class StreamingDataset(_Base):
         if obj.get("initial_physical_nodes") is not None:
             st["initial_physical_nodes"] = int(obj["initial_physical_nodes"])
         self._resume = st
+
+
+def _close_maps(maps):
+    for m in maps.values():
+        if m is not None:
+            m.close()
+    maps.clear()
 
 
 def _map(path, size):
