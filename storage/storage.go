@@ -1,8 +1,10 @@
 // Package storage defines Bucket, the small interface every object store
 // driver implements, the errors callers branch on, a Registry that maps URL
 // schemes to drivers, and helpers that work on any Bucket: Download (an
-// object to a local file, atomically, in parallel ranged parts), Upload and
-// UploadFile, ReadAll, Exists, Copy and CopyTree.
+// object to a local file, atomically, in parallel ranged parts), Upload,
+// UploadFile and WriteFrom, ReadAll, Exists, Copy and CopyTree (a whole
+// dataset between two stores, index files last), and Publisher (uploads
+// the files a dataset writer finishes, for the MDS writer's OnFileDone).
 //
 // Drivers live in their own packages (filestore, memstore, s3store, gcsstore,
 // azstore, httpstore); cross-cutting behaviour such as retries (package

@@ -178,7 +178,8 @@ func (w *writer) Close() error {
 	if err := w.ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: put %s: %w", w.b.URL(w.key), err)
 	}
-	data := bytes.Clone(w.buf.Bytes())
+	// The writer is done with its buffer: the object takes it over.
+	data := w.buf.Bytes()
 	w.buf = bytes.Buffer{}
 	sum := md5.Sum(data)
 	o := &object{data: data, modTime: time.Now(), etag: hex.EncodeToString(sum[:])}
