@@ -81,15 +81,17 @@ type Writer struct {
 	ends    []int64 // end of each record, relative to body[reserve:]
 	shardNo int
 
-	sem    chan struct{}
-	queue  chan *job
-	done   chan struct{}
-	free   chan []byte // record buffers returned by finished jobs
-	failed atomic.Bool // set once err is set, for a lock-free check
-	mu     sync.Mutex
-	err    error              // sticky; guarded by mu
-	shards []format.ShardInfo // guarded by mu
-	closed bool
+	sem     chan struct{}
+	queue   chan *job
+	done    chan struct{}
+	free    chan []byte // record buffers returned by finished jobs
+	nbufs   int         // record buffers allocated so far (at most maxBufs)
+	maxBufs int
+	failed  atomic.Bool // set once err is set, for a lock-free check
+	mu      sync.Mutex
+	err     error              // sticky; guarded by mu
+	shards  []format.ShardInfo // guarded by mu
+	closed  bool
 }
 
 type job struct {
@@ -181,7 +183,11 @@ func NewWriter(dir string, opts *WriterOptions) (*Writer, error) {
 	}
 	w.sem = make(chan struct{}, par)
 	w.queue = make(chan *job, par)
-	w.free = make(chan []byte, 2*par+1)
+	// One buffer fills while up to par are hashed, compressed and
+	// written; reusing them keeps memory bounded and pages warm.
+	w.maxBufs = par + 1
+	w.free = make(chan []byte, w.maxBufs)
+	w.nbufs = 1
 	w.done = make(chan struct{})
 	go w.commit()
 	return w, nil
@@ -315,6 +321,11 @@ func (w *Writer) flush() error {
 	select {
 	case next = <-w.free:
 	default:
+		if w.nbufs < w.maxBufs {
+			w.nbufs++
+		} else {
+			next = <-w.free // every buffer is in flight: wait for one
+		}
 	}
 	if cap(next) < w.reserve+len(records) {
 		next = make([]byte, 0, max(cap(j.buf), w.reserve+len(records)))
@@ -329,10 +340,7 @@ func (w *Writer) flush() error {
 	go func() {
 		defer func() { <-w.sem; close(j.done) }()
 		j.err = w.process(j)
-		select {
-		case w.free <- j.buf[:0]:
-		default:
-		}
+		w.free <- j.buf[:0] // never blocks: at most maxBufs buffers exist
 		j.raw, j.buf = nil, nil
 	}()
 	w.queue <- j
