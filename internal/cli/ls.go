@@ -68,14 +68,21 @@ func runLs(ctx context.Context, e *env, rawURL string, long, exact bool) (err er
 		_, err := fmt.Fprintf(tw, "%s\t  %s\t  %s\t\n", size, mod, info.Key)
 		return err
 	}
-	objects, err := listObjects(ctx, b)
+	// Stream the listing; a store that cannot list is listed through its
+	// index.json.
+	err = b.List(ctx, "", printObject)
+	if errors.Is(err, errors.ErrUnsupported) {
+		var objects []storage.ObjectInfo
+		objects, err = indexObjects(ctx, b)
+		for _, info := range objects {
+			if err != nil {
+				break
+			}
+			err = printObject(info)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("ls %s: %w", rawURL, err)
-	}
-	for _, info := range objects {
-		if err := printObject(info); err != nil {
-			return err
-		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -830,6 +830,19 @@ func (s *suite) testDownloadAtomic(t *testing.T) {
 			assertNoTemp(t, dir)
 		})
 	}
+	// Downloads racing to one destination leave one whole copy.
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if _, err := storage.Download(ctx, b, "obj", filepath.Join(dir, "raced"), &storage.DownloadOptions{PartSize: 8192}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if got, _ := os.ReadFile(filepath.Join(dir, "raced")); !bytes.Equal(got, data) {
+		t.Error("racing downloads left a mixed file")
+	}
 	if _, err := storage.Download(ctx, b, "obj", filepath.Join(dir, "no-such-dir", "x"), nil); err == nil {
 		t.Error("Download into a missing directory succeeded")
 	}
