@@ -133,6 +133,25 @@ func TestPlanShardSizesEqualsDataset(t *testing.T) {
 	}
 }
 
+// TestPlanURL reads the index through the storage registry.
+func TestPlanURL(t *testing.T) {
+	abs, err := filepath.Abs(planTestdata + "dataset_a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := runCLI(t, "plan", "--json", "--shuffle", "--batch-size", "4", "file://"+filepath.ToSlash(abs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := runCLI(t, "plan", "--json", "--shuffle", "--batch-size", "4", abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Error("plan read through file:// differs from the local path's")
+	}
+}
+
 func TestPlanReadable(t *testing.T) {
 	out, err := runCLI(t, "plan", "--num-samples", "10", "--batch-size", "2", "--ranks-per-node", "2")
 	if err != nil {
