@@ -13,7 +13,6 @@ import (
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 
-	"github.com/sluicedata/sluice/internal/stores"
 	"github.com/sluicedata/sluice/storage"
 )
 
@@ -60,12 +59,12 @@ func runCp(ctx context.Context, e *env, src, dst string, f *cpFlags) (err error)
 	default:
 		return fmt.Errorf("cp: --progress must be auto, bar or none, got %q", f.progress)
 	}
-	sb, err := stores.Open(ctx, e.registry, src, nil)
+	sb, err := openStore(ctx, e, src)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, ignoreClosed(sb.Close())) }()
-	db, err := stores.Open(ctx, e.registry, dst, nil)
+	db, err := openStore(ctx, e, dst)
 	if err != nil {
 		return err
 	}

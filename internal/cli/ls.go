@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluicedata/sluice/internal/stores"
 	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/retry"
 )
 
 // maxLsIndexSize bounds the index.json ls and cp read from stores that
@@ -43,7 +45,7 @@ to standard error.`,
 }
 
 func runLs(ctx context.Context, e *env, rawURL string, long, exact bool) (err error) {
-	b, err := stores.Open(ctx, e.registry, rawURL, nil)
+	b, err := openStore(ctx, e, rawURL)
 	if err != nil {
 		return err
 	}
@@ -94,6 +96,21 @@ func runLs(ctx context.Context, e *env, rawURL string, long, exact bool) (err er
 		fmt.Fprintf(e.stderr, "%d objects, %s\n", n, humanBytes(total))
 	}
 	return nil
+}
+
+// openStore opens rawURL with the standard decorators (request limit and
+// retries), reporting each retry on standard error so that a slow or
+// failing store is visible while it is retried.
+func openStore(ctx context.Context, e *env, rawURL string) (storage.Bucket, error) {
+	var mu sync.Mutex
+	return stores.Open(ctx, e.registry, rawURL, &stores.Options{Retry: &retry.Options{
+		OnRetry: func(ev retry.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintf(e.stderr, "retrying %s %s in %s after attempt %d failed: %v\n",
+				ev.Op, ev.URL, ev.Delay.Round(time.Millisecond), ev.Attempt, ev.Err)
+		},
+	}})
 }
 
 // ignoreClosed drops the error of closing a Bucket twice.

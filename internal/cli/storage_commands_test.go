@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sluicedata/sluice/internal/cli"
@@ -166,5 +167,27 @@ func TestCpProgressBar(t *testing.T) {
 	_, errOut, err = sluice(t, "cp", src, t.TempDir())
 	if err != nil || errOut != "" {
 		t.Errorf("cp without a terminal wrote %q to stderr (%v)", errOut, err)
+	}
+}
+
+func TestLsReportsRetries(t *testing.T) {
+	src := t.TempDir()
+	writeDataset(t, src)
+	files := http.FileServer(http.Dir(src))
+	var failed atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if failed.CompareAndSwap(false, true) {
+			http.Error(w, "hiccup", http.StatusInternalServerError)
+			return
+		}
+		files.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	out, errOut, err := sluice(t, "ls", srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "index.json") || !strings.Contains(errOut, "retrying stat "+srv.URL+"/index.json") || !strings.Contains(errOut, "500") {
+		t.Errorf("stdout %q, stderr %q", out, errOut)
 	}
 }
