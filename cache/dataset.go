@@ -473,7 +473,8 @@ func (d *Dataset) Acquire(ctx context.Context, shard int) (*Lease, error) {
 			return nil, fmt.Errorf("cache: %s was evicted %d times before it could be leased; the cache limit is too low for this access pattern", d.where(d.src.Shards[shard].Files[0].Raw), attempt)
 		}
 		missed = true
-		if err := d.wait(ctx, d.start(shard, 0, true)); err != nil {
+		fl = d.start(shard, 0, true)
+		if err := d.wait(ctx, fl); err != nil && (fl.demand || ctx.Err() != nil) {
 			return nil, err
 		}
 	}
@@ -494,7 +495,7 @@ func (d *Dataset) wait(ctx context.Context, fl *flight) error {
 	case <-fl.done:
 		return fl.err
 	case <-ctx.Done():
-		return ctx.Err()
+		return fmt.Errorf("cache: waiting for a fetch: %w", ctx.Err())
 	}
 }
 

@@ -49,10 +49,23 @@ func (c *Cache) reserve(ctx context.Context, n, distance int64, demand bool, d *
 	if lim > 0 && n > lim {
 		return &LimitError{Dir: c.dir, Limit: lim, Min: n, Reason: "a single shard (raw plus compressed) is larger than the limit"}
 	}
+	if !demand {
+		// A prefetch needed no sooner than one just refused, with nothing
+		// changed since in this process, is refused without a rescan.
+		c.mu.Lock()
+		refused := c.noRoomGen == c.gen && distance >= c.noRoomDist
+		c.mu.Unlock()
+		if refused {
+			return fmt.Errorf("%w: prefetch needs %d bytes; shards needed sooner fill the cache", ErrNoSpace, n)
+		}
+	}
 	bo := newBackoff(time.Millisecond, 100*time.Millisecond)
 	var usage int64
 	for {
 		wake := c.wakeChan()
+		c.mu.Lock()
+		gen := c.gen
+		c.mu.Unlock()
 		err := c.locked(ctx, func() error {
 			if lim == 0 {
 				if err := create(); err != nil {
@@ -65,11 +78,16 @@ func (c *Cache) reserve(ctx context.Context, n, distance int64, demand bool, d *
 				return err
 			}
 			if u+n > lim {
-				if u, err = c.recount(); err != nil {
-					return err
-				}
-				if u+n > lim {
-					u -= c.evict(u+n-lim, distance, demand, d, shard)
+				u -= c.evict(u+n-lim, distance, demand, d, shard)
+				if u+n > lim && demand {
+					// The counter may still hold reservations of dead
+					// processes: recount the directory and try again.
+					if u, err = c.recount(); err != nil {
+						return err
+					}
+					if u+n > lim {
+						u -= c.evict(u+n-lim, distance, demand, d, shard)
+					}
 				}
 				if err := c.writeUsage(u); err != nil {
 					return err
@@ -88,6 +106,11 @@ func (c *Cache) reserve(ctx context.Context, n, distance int64, demand bool, d *
 			return err
 		}
 		if !demand {
+			c.mu.Lock()
+			if c.gen == gen && (c.noRoomGen != gen || distance < c.noRoomDist) {
+				c.noRoomGen, c.noRoomDist = gen, distance
+			}
+			c.mu.Unlock()
 			return fmt.Errorf("%w: prefetch needs %d bytes, %d of %d in use by shards needed sooner", ErrNoSpace, n, usage, lim)
 		}
 		if werr := bo.wait(ctx, wake); werr != nil {
@@ -222,4 +245,12 @@ func (d *Dataset) evictShard(shard int) int64 {
 		d.stats.evictedBytes.Add(freed)
 	}
 	return freed
+}
+
+// Consumers returns the number of registered Futures (consumers reading
+// through this Cache in this process).
+func (c *Cache) Consumers() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.futures)
 }

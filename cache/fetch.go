@@ -172,36 +172,50 @@ func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand b
 			committed += p.size
 			continue
 		}
+		// The compressed file, when it is not kept, is decompressed
+		// straight from its temporary file and never renamed into place.
+		var zpart *part
 		if s.download {
-			p := byRel[f.Zip]
-			if err := d.download(ctx, f.Zip, p, f.Verify); err != nil {
+			zpart = byRel[f.Zip]
+			if err := d.download(ctx, f.Zip, zpart, f.Verify); err != nil {
 				return err
 			}
-			if err := d.commit(p); err != nil {
-				return err
+			if d.src.KeepZip {
+				if err := d.commit(zpart); err != nil {
+					return err
+				}
+				committed += zpart.size
+				zpart = nil
 			}
-			committed += p.size
 		}
 		p := byRel[f.Raw]
-		if err := d.inflate(f, p); err != nil {
+		if err := d.inflate(f, zpart, p); err != nil {
 			return err
 		}
 		if err := d.commit(p); err != nil {
 			return err
 		}
 		committed += p.size
-		if !d.src.KeepZip {
-			err := d.c.locked(context.WithoutCancel(ctx), func() error {
-				if rmErr := os.Remove(d.path(f.Zip)); rmErr == nil {
-					return d.c.addUsage(-f.ZipBytes)
-				} else if !errors.Is(rmErr, fs.ErrNotExist) {
-					return rmErr
-				}
-				return nil
-			})
-			if err != nil {
-				return fmt.Errorf("cache: remove %s: %w", d.where(f.Zip), err)
+		if d.src.KeepZip {
+			continue
+		}
+		err := d.c.locked(context.WithoutCancel(ctx), func() error {
+			if zpart != nil {
+				zpart.done = true
+				committed += zpart.size // its bytes are returned here, not by discard
+				os.Remove(d.path(f.Zip) + partSuffix)
+				zpart.f.Close()
+				return d.c.addUsage(-f.ZipBytes)
 			}
+			if rmErr := os.Remove(d.path(f.Zip)); rmErr == nil {
+				return d.c.addUsage(-f.ZipBytes)
+			} else if !errors.Is(rmErr, fs.ErrNotExist) {
+				return rmErr
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("cache: remove %s: %w", d.where(f.Zip), err)
 		}
 	}
 	return nil
@@ -362,12 +376,19 @@ func getRange(ctx context.Context, b storage.Bucket, key string, f *os.File, off
 }
 
 // inflate decompresses f.Zip into p, checking the output size.
-func (d *Dataset) inflate(f File, p *part) error {
-	zf, err := os.Open(d.path(f.Zip))
-	if err != nil {
-		return fmt.Errorf("cache: decompress %s: %w", d.where(f.Zip), err)
+// The compressed bytes come from zpart when it is set, else from the
+// compressed file in place.
+func (d *Dataset) inflate(f File, zpart *part, p *part) error {
+	var zf *os.File
+	if zpart != nil {
+		zf = zpart.f
+	} else {
+		var err error
+		if zf, err = os.Open(d.path(f.Zip)); err != nil {
+			return fmt.Errorf("cache: decompress %s: %w", d.where(f.Zip), err)
+		}
+		defer zf.Close()
 	}
-	defer zf.Close()
 	w := &limitWriter{w: io.NewOffsetWriter(p.f, 0), left: f.RawBytes}
 	if err := d.src.Decompress(f.Compression, w, io.NewSectionReader(zf, 0, f.ZipBytes), f.RawBytes); err != nil {
 		return fmt.Errorf("cache: decompress %s: %w", d.where(f.Zip), err)

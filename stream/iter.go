@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -318,7 +319,9 @@ func (it *Iterator) Location() (*Location, error) {
 // NextUses implements cache.Future: the shards of the next samples, with
 // their distance from the iterator's position.
 func (it *Iterator) NextUses(fn func(d *cache.Dataset, shard int, distance int64)) {
-	p := it.pos.Load()
+	// The sample before pos is the current one (its shard may still be
+	// being acquired): it is at distance 0.
+	p := max(it.pos.Load()-1, 0)
 	end := min(p+int64(it.horizon), int64(len(it.ids)))
 	last := -1
 	for k := p; k < end; k++ {
@@ -354,6 +357,10 @@ func (it *Iterator) prefetch(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	next, last := int64(0), -1
+	// ahead holds the positions of shards this prefetcher fetched that
+	// the consumer has not reached yet; their number is bounded by the
+	// iterator's share of the cache.
+	var ahead []int64
 	for {
 		pos := it.pos.Load()
 		if r := retryAt.Swap(-1); r >= 0 && r < next {
@@ -362,7 +369,11 @@ func (it *Iterator) prefetch(ctx context.Context) {
 		if next < pos {
 			next, last = pos, -1
 		}
-		for next < int64(len(it.ids)) && next < pos+window {
+		for len(ahead) > 0 && ahead[0] < pos {
+			ahead = ahead[1:]
+		}
+		budget := it.d.prefetchBudget()
+		for next < int64(len(it.ids)) && next < pos+window && len(ahead) < budget && retryAt.Load() < 0 {
 			id := it.ids[next]
 			at := next
 			next++
@@ -385,6 +396,7 @@ func (it *Iterator) prefetch(ctx context.Context) {
 				return
 			}
 			done, errf := cds.Prefetch(ref.local, at-pos)
+			ahead = append(ahead, at)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -410,4 +422,26 @@ func (it *Iterator) prefetch(ctx context.Context) {
 		case <-it.progress:
 		}
 	}
+}
+
+// prefetchBudget returns how many shards one consumer may fetch ahead:
+// its share of the cache after every consumer's current shard and one
+// fetch each. Without a limit it is unbounded.
+func (d *Dataset) prefetchBudget() int {
+	lim := d.cache.Limit()
+	if lim == 0 {
+		return math.MaxInt
+	}
+	var foot int64
+	for _, st := range d.streams {
+		if st.cds != nil {
+			foot = max(foot, st.cds.MaxFootprint())
+		}
+	}
+	if foot == 0 {
+		return math.MaxInt
+	}
+	consumers := max(d.cache.Consumers(), 1)
+	slots := int((lim-d.indexBytes)/foot) - 2*consumers
+	return max(slots/consumers, 0)
 }

@@ -97,3 +97,19 @@ func (c *counters) snapshot() Stats {
 	}
 	return s
 }
+
+// Stats returns the dataset's figures in this process: every Get and
+// Iterator together, plus the cache's downloads and evictions for the
+// dataset's streams. The clock starts at the first iteration.
+func (d *Dataset) Stats() Stats {
+	s := d.stats.snapshot()
+	for _, st := range d.streams {
+		if st.cds != nil {
+			cs := st.cds.Stats()
+			s.BytesFetched += cs.BytesFetched
+			s.Downloads += cs.Downloads
+			s.Evictions += cs.Evictions
+		}
+	}
+	return s
+}

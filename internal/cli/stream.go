@@ -1,18 +1,341 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+	"golang.org/x/term"
+
+	"github.com/sluicedata/sluice/plan"
+	"github.com/sluicedata/sluice/stream"
 )
 
-// TODO(owner): placeholder until the stream command lands.
+// streamFlags are the flags of `sluice stream`, named after MosaicML's
+// StreamingDataset arguments where one exists.
+type streamFlags struct {
+	local, split                    string
+	shuffle                         bool
+	shuffleAlgo                     string
+	shuffleSeed                     int64
+	shuffleBlockSize                int64
+	numCanonicalNodes               int
+	batchSize                       int
+	partitionAlgo, samplingMethod   string
+	samplingGranularity             int64
+	batchingMethod, epochSize       string
+	predownload                     int
+	cacheLimit                      string
+	downloadRetry                   int
+	downloadTimeout                 time.Duration
+	validateHash                    string
+	keepZip                         bool
+	workers                         int
+	rank, worldSize, localWorldSize int
+	stepTime                        time.Duration
+	resume, saveState               string
+	limit                           int64
+	asJSON, decode                  bool
+}
+
 func newStreamCommand(e *env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "stream",
+	var f streamFlags
+	cmd := &cobra.Command{
+		Use:   "stream URL",
 		Short: "Stream a dataset as one rank would and report figures",
+		Long: `Stream a dataset as one training rank would: open it (any storage URL, with
+--local as the node cache directory, or a local directory alone), plan the
+epoch exactly as MosaicML Streaming does, read this rank's samples in
+DataLoader order through the bounded cache with planned prefetch, and print
+the figures: time to first sample, samples/s, MB/s, cache hits and misses,
+bytes fetched, time waiting for data and, with --step-time, the fraction of a
+training loop's time it would spend waiting for input.
+
+The rank comes from --rank/--world-size/--local-world-size, else from RANK,
+WORLD_SIZE and LOCAL_WORLD_SIZE (torchrun) or Slurm's variables. --resume
+continues from a saved state (MosaicML's state_dict JSON, from Sluice or
+Python), also on another world size; --save-state writes the state after the
+run, so a stopped run (--limit) can be resumed.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("stream: not implemented yet")
+			return runStream(cmd.Context(), e, cmd, &f, args[0])
 		},
 	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.local, "local", "", "local cache directory (default: read URL in place if it is a directory)")
+	fl.StringVar(&f.split, "split", "", "split subdirectory")
+	fl.BoolVar(&f.shuffle, "shuffle", false, "shuffle the samples")
+	fl.StringVar(&f.shuffleAlgo, "shuffle-algo", plan.AlgoPy1e, "shuffle algorithm: naive, py1s, py2s, py1br or py1e")
+	fl.Int64Var(&f.shuffleSeed, "shuffle-seed", plan.DefaultShuffleSeed, "shuffle seed")
+	fl.Int64Var(&f.shuffleBlockSize, "shuffle-block-size", 0, "shuffle block size (0: max(4000000/NCN, 262144))")
+	fl.IntVar(&f.numCanonicalNodes, "num-canonical-nodes", 0, "canonical nodes (0: MosaicML's default)")
+	fl.IntVar(&f.batchSize, "batch-size", 32, "per-device batch size")
+	fl.StringVar(&f.partitionAlgo, "partition-algo", plan.PartitionRelaxed, "partition algorithm: orig or relaxed")
+	fl.StringVar(&f.samplingMethod, "sampling-method", plan.SamplingBalanced, "sampling method: balanced or fixed")
+	fl.Int64Var(&f.samplingGranularity, "sampling-granularity", 1, "sampling granularity")
+	fl.StringVar(&f.batchingMethod, "batching-method", plan.BatchingRandom, "batching method: random, stratified, per_stream or device_per_stream")
+	fl.StringVar(&f.epochSize, "epoch-size", "", `samples per epoch ("100k", "1.5m"; default: all)`)
+	fl.IntVar(&f.predownload, "predownload", 0, "samples to prefetch ahead (0: 8×batch size)")
+	fl.StringVar(&f.cacheLimit, "cache-limit", "", `cache size limit ("10gb"; default: none)`)
+	fl.IntVar(&f.downloadRetry, "download-retry", 2, "download attempts per file")
+	fl.DurationVar(&f.downloadTimeout, "download-timeout", time.Minute, "timeout of one download attempt")
+	fl.StringVar(&f.validateHash, "validate-hash", "", "hash algorithm to validate downloads with")
+	fl.BoolVar(&f.keepZip, "keep-zip", false, "keep compressed shards after decompressing")
+	fl.IntVar(&f.workers, "workers", 1, "DataLoader workers per rank")
+	fl.IntVar(&f.rank, "rank", -1, "global rank (default: $RANK or Slurm, else 0)")
+	fl.IntVar(&f.worldSize, "world-size", 0, "number of ranks (default: $WORLD_SIZE or Slurm, else 1)")
+	fl.IntVar(&f.localWorldSize, "local-world-size", 0, "ranks per node (default: $LOCAL_WORLD_SIZE, else 1)")
+	fl.DurationVar(&f.stepTime, "step-time", 0, "simulated compute time per batch (e.g. 20ms)")
+	fl.StringVar(&f.resume, "resume", "", "resume from this state JSON file")
+	fl.StringVar(&f.saveState, "save-state", "", "write the state JSON here after the run")
+	fl.Int64Var(&f.limit, "limit", 0, "stop after this many samples (0: the whole epoch)")
+	fl.BoolVar(&f.asJSON, "json", false, "print the figures as JSON")
+	fl.BoolVar(&f.decode, "decode", false, "decode every sample (default: read the raw records)")
+	return cmd
+}
+
+// streamWorld resolves the rank's world from flags, then the environment.
+func streamWorld(f *streamFlags) (plan.World, error) {
+	w, err := stream.WorldFromEnv(os.Getenv)
+	if err != nil {
+		return w, err
+	}
+	if f.worldSize > 0 {
+		w.Nodes, w.RanksPerNode = f.worldSize, 1
+		if f.localWorldSize > 0 {
+			if f.worldSize%f.localWorldSize != 0 {
+				return w, fmt.Errorf("stream: --world-size %d is not a multiple of --local-world-size %d", f.worldSize, f.localWorldSize)
+			}
+			w.Nodes, w.RanksPerNode = f.worldSize/f.localWorldSize, f.localWorldSize
+		}
+	}
+	if f.rank >= 0 {
+		w.Rank = f.rank
+	}
+	return w, w.Validate()
+}
+
+// streamReport is what `sluice stream --json` prints.
+type streamReport struct {
+	Rank              int             `json:"rank"`
+	WorldSize         int             `json:"world_size"`
+	Epoch             int64           `json:"epoch"`
+	SampleInEpoch     int64           `json:"sample_in_epoch_at_start"`
+	Samples           int64           `json:"samples"`
+	Bytes             int64           `json:"bytes"`
+	ElapsedS          float64         `json:"elapsed_s"`
+	SamplesPerS       float64         `json:"samples_per_s"`
+	MBPerS            float64         `json:"mb_per_s"`
+	FirstSampleS      float64         `json:"time_to_first_sample_s"`
+	WaitS             float64         `json:"wait_s"`
+	InputWaitFraction *float64        `json:"input_wait_fraction,omitempty"`
+	Hits              int64           `json:"cache_hits"`
+	Misses            int64           `json:"cache_misses"`
+	Downloads         int64           `json:"downloads"`
+	BytesFetched      int64           `json:"bytes_fetched"`
+	Evictions         int64           `json:"evictions"`
+	State             json.RawMessage `json:"state"`
+}
+
+func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, url string) error {
+	opts := &stream.Options{
+		Split: f.split, Registry: e.registry, Shuffle: f.shuffle, ShuffleAlgo: f.shuffleAlgo,
+		ShuffleBlockSize: f.shuffleBlockSize, NumCanonicalNodes: f.numCanonicalNodes,
+		BatchSize: f.batchSize, PartitionAlgo: f.partitionAlgo, SamplingMethod: f.samplingMethod,
+		SamplingGranularity: f.samplingGranularity, BatchingMethod: f.batchingMethod,
+		Predownload: f.predownload, DownloadRetry: f.downloadRetry, DownloadTimeout: f.downloadTimeout,
+		ValidateHash: f.validateHash, KeepZip: f.keepZip,
+	}
+	seed := f.shuffleSeed
+	opts.ShuffleSeed = &seed
+	if f.local == "" {
+		if strings.Contains(url, "://") && !strings.HasPrefix(url, "file://") {
+			return errors.New("stream: --local is required for a remote URL")
+		}
+		opts.Local = strings.TrimPrefix(url, "file://")
+	} else {
+		opts.Remote, opts.Local = url, f.local
+	}
+	if f.epochSize != "" {
+		n, err := stream.ParseEpochSize(f.epochSize)
+		if err != nil {
+			return err
+		}
+		opts.EpochSize = n
+	}
+	if f.cacheLimit != "" {
+		n, err := stream.ParseBytes(f.cacheLimit)
+		if err != nil {
+			return err
+		}
+		opts.CacheLimit = n
+	}
+	w, err := streamWorld(f)
+	if err != nil {
+		return err
+	}
+	ds, err := stream.Open(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer ds.Close()
+	if f.resume != "" {
+		b, err := os.ReadFile(f.resume)
+		if err != nil {
+			return fmt.Errorf("stream: --resume: %w", err)
+		}
+		st, err := plan.ParseState(b)
+		if err != nil {
+			return fmt.Errorf("stream: --resume %s: %w", f.resume, err)
+		}
+		if err := ds.Load(st); err != nil {
+			return err
+		}
+	}
+	ep, err := ds.NewEpoch(ctx, w, f.workers)
+	if err != nil {
+		return err
+	}
+	it, err := ep.RankIter(ctx)
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+
+	total := int64(it.Len())
+	if f.limit > 0 && f.limit < total {
+		total = f.limit
+	}
+	var bar *mpb.Bar
+	var progress *mpb.Progress
+	if tf, ok := e.stderr.(*os.File); ok && !f.asJSON && term.IsTerminal(int(tf.Fd())) {
+		progress = mpb.NewWithContext(ctx, mpb.WithOutput(e.stderr), mpb.WithWidth(40))
+		bar = progress.AddBar(total,
+			mpb.PrependDecorators(decor.Name("rank "+fmt.Sprint(w.Rank)+" "), decor.CountersNoUnit("%d / %d")),
+			mpb.AppendDecorators(decor.Percentage(), decor.Name(" "), decor.EwmaSpeed(0, "%.0f samples/s", 30)))
+	}
+	batch := max(f.batchSize, 1)
+	var n int64
+	var stepWait time.Duration
+	for (f.limit <= 0 || n < f.limit) && it.Next() {
+		if f.decode {
+			if _, err := it.Sample(); err != nil {
+				it.Close()
+				return err
+			}
+		}
+		n++
+		if bar != nil && n%256 == 0 {
+			bar.SetCurrent(n)
+		}
+		if f.stepTime > 0 && n%int64(batch) == 0 {
+			if err := streamSleep(ctx, f.stepTime); err != nil {
+				return err
+			}
+			stepWait += f.stepTime
+		}
+	}
+	if bar != nil {
+		bar.SetCurrent(n)
+		bar.Abort(false)
+		progress.Wait()
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	st, err := ds.State(n)
+	if err != nil {
+		return err
+	}
+	stateJSON, _ := st.MarshalJSON()
+	if f.saveState != "" {
+		if err := streamWriteFile(f.saveState, stateJSON); err != nil {
+			return fmt.Errorf("stream: --save-state: %w", err)
+		}
+	}
+	s := it.Stats()
+	cs := ds.Stats()
+	r := streamReport{
+		Rank: w.Rank, WorldSize: w.NumRanks(), Epoch: ep.Number(), SampleInEpoch: ep.SampleInEpoch(),
+		Samples: s.Samples, Bytes: s.Bytes, ElapsedS: s.Elapsed.Seconds(),
+		SamplesPerS: s.SamplesPerSecond(), MBPerS: s.BytesPerSecond() / 1e6,
+		FirstSampleS: s.FirstSample.Seconds(), WaitS: s.Wait.Seconds(),
+		Hits: s.Hits, Misses: s.Misses, Downloads: cs.Downloads, BytesFetched: cs.BytesFetched,
+		Evictions: cs.Evictions, State: stateJSON,
+	}
+	if f.stepTime > 0 {
+		v := s.InputWaitFraction(f.stepTime, batch)
+		r.InputWaitFraction = &v
+	}
+	if f.asJSON {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(e.stdout, "%s\n", b)
+		return err
+	}
+	printStreamReport(e.stdout, &r, f)
+	return nil
+}
+
+func printStreamReport(w io.Writer, r *streamReport, f *streamFlags) {
+	fmt.Fprintf(w, "rank %d of %d, epoch %d (from sample %d of the epoch)\n", r.Rank, r.WorldSize, r.Epoch, r.SampleInEpoch)
+	fmt.Fprintf(w, "streamed %d samples (%.1f MB) in %.3fs: %.0f samples/s, %.1f MB/s\n",
+		r.Samples, float64(r.Bytes)/1e6, r.ElapsedS, r.SamplesPerS, r.MBPerS)
+	fmt.Fprintf(w, "time to first sample %.1f ms; waited %.3fs for data", r.FirstSampleS*1e3, r.WaitS)
+	if r.InputWaitFraction != nil {
+		fmt.Fprintf(w, " (input wait %.1f%% of a loop at %s per step)", *r.InputWaitFraction*100, f.stepTime)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "cache: %d hits, %d misses, %d downloads (%.1f MB fetched), %d evictions\n",
+		r.Hits, r.Misses, r.Downloads, float64(r.BytesFetched)/1e6, r.Evictions)
+	fmt.Fprintf(w, "state: %s\n", r.State)
+	if f.saveState != "" {
+		fmt.Fprintf(w, "state saved to %s\n", f.saveState)
+	}
+}
+
+func streamSleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// streamWriteFile writes b to path through a synced temporary file.
+func streamWriteFile(path string, b []byte) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(b); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
