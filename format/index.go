@@ -282,9 +282,7 @@ func parseShard(s *ShardInfo, v any) error {
 	if s.ZipData != nil && s.Compression == "" {
 		return errors.New("\"zip_data\" is set but \"compression\" is null")
 	}
-	if s.Compression != "" && s.ZipData == nil {
-		return errors.New("\"compression\" is set but \"zip_data\" is null")
-	}
+	// compression without zip_data is allowed: the raw file is read.
 
 	switch s.Format {
 	case "mds", "csv", "tsv", "xsv":
