@@ -2,6 +2,7 @@ package input
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -55,7 +56,61 @@ func openLocal(ctx context.Context, l location, tempDir string) (f *os.File, tmp
 	return f, tmp, nil
 }
 
-func openParquetFile(ctx context.Context, l location, tempDir string) (fileReader, error) {
+// recoverParquet turns a panic of the Parquet library on a malformed file
+// into an error: input from outside must never crash the process.
+func recoverParquet(name string, err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("input: %s: malformed Parquet file: %v", name, r)
+	}
+}
+
+// checkParquetFooter checks the magic numbers and that the footer length
+// fits in the file, before the library allocates a buffer of that length.
+func checkParquetFooter(name string, f io.ReaderAt, size int64) error {
+	var head, tail [8]byte
+	if size < 12 {
+		return fmt.Errorf("input: %s: not a Parquet file (%d bytes)", name, size)
+	}
+	if _, err := f.ReadAt(head[:4], 0); err != nil {
+		return fmt.Errorf("input: %s: %w", name, err)
+	}
+	if _, err := f.ReadAt(tail[:], size-8); err != nil {
+		return fmt.Errorf("input: %s: %w", name, err)
+	}
+	if string(head[:4]) != "PAR1" || string(tail[4:]) != "PAR1" {
+		return fmt.Errorf("input: %s: not a Parquet file (bad magic; encrypted files are not supported)", name)
+	}
+	if n := int64(binary.LittleEndian.Uint32(tail[:4])); n > size-12 {
+		return fmt.Errorf("input: %s: footer length %d exceeds the file (%d bytes)", name, n, size)
+	}
+	return nil
+}
+
+// checkParquetLayout checks the footer's row groups against the file size
+// before any page is read, so a forged size cannot cause huge reads.
+func checkParquetLayout(name string, pf *parquet.File, size int64) error {
+	md := pf.Metadata()
+	for g, rg := range md.RowGroups {
+		if rg.NumRows < 0 || rg.NumRows > md.NumRows {
+			return fmt.Errorf("input: %s: row group %d declares %d rows of %d in the file", name, g, rg.NumRows, md.NumRows)
+		}
+		for c, ch := range rg.Columns {
+			m := ch.MetaData
+			for _, v := range []int64{m.TotalCompressedSize, m.DataPageOffset, m.DictionaryPageOffset, m.IndexPageOffset} {
+				if v < 0 || v > size {
+					return fmt.Errorf("input: %s: row group %d column %d lies outside the file", name, g, c)
+				}
+			}
+			if m.DataPageOffset+m.TotalCompressedSize > size || m.TotalUncompressedSize < 0 || m.TotalUncompressedSize > 64*size+(1<<20) {
+				return fmt.Errorf("input: %s: row group %d column %d has impossible sizes", name, g, c)
+			}
+		}
+	}
+	return nil
+}
+
+func openParquetFile(ctx context.Context, l location, tempDir string) (_ fileReader, err error) {
+	defer recoverParquet(l.name, &err)
 	f, tmp, err := openLocal(ctx, l, tempDir)
 	if err != nil {
 		return nil, err
@@ -68,9 +123,15 @@ func openParquetFile(ctx context.Context, l location, tempDir string) (fileReade
 	if err != nil {
 		return fail(fmt.Errorf("input: %w", err))
 	}
+	if err := checkParquetFooter(l.name, f, st.Size()); err != nil {
+		return fail(err)
+	}
 	p.pf, err = parquet.OpenFile(f, st.Size())
 	if err != nil {
 		return fail(fmt.Errorf("input: %s: not a readable Parquet file: %w", l.name, err))
+	}
+	if err := checkParquetLayout(l.name, p.pf, st.Size()); err != nil {
+		return fail(err)
 	}
 	for _, field := range p.pf.Schema().Fields() {
 		if !field.Leaf() || field.Repeated() {
@@ -116,7 +177,8 @@ func parquetEncoding(n parquet.Node) string {
 	return "bytes"
 }
 
-func parquetColumns(ctx context.Context, l location, tempDir string) ([]Column, error) {
+func parquetColumns(ctx context.Context, l location, tempDir string) (_ []Column, err error) {
+	defer recoverParquet(l.name, &err)
 	fr, err := openParquetFile(ctx, l, tempDir)
 	if err != nil {
 		return nil, err
@@ -136,7 +198,8 @@ type pqRow struct {
 	str   []bool
 }
 
-func (p *parquetFile) read(ctx context.Context, dst []Item, max int) ([]Item, error) {
+func (p *parquetFile) read(ctx context.Context, dst []Item, max int) (_ []Item, err error) {
+	defer recoverParquet(p.name, &err)
 	if err := ctx.Err(); err != nil {
 		return dst, err
 	}
@@ -193,7 +256,8 @@ func (p *parquetFile) close() error {
 	return errors.Join(errs...)
 }
 
-func decodeParquet(_ context.Context, it *Item, fn FieldFunc) error {
+func decodeParquet(_ context.Context, it *Item, fn FieldFunc) (err error) {
+	defer recoverParquet(it.File, &err)
 	r, ok := it.Aux.(*pqRow)
 	if !ok {
 		return fmt.Errorf("input: %s: not a Parquet row", it.Loc())
