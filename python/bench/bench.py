@@ -1,0 +1,128 @@
+"""Samples/s through the Python client vs the Go API on the same data.
+
+    /usr/bin/python3 python/bench/bench.py [--small 200000] [--large 4000]
+
+Writes two MDS datasets (≈200-byte samples and 100 KB samples) under
+--work, warms the agent's cache, then measures one epoch each of:
+the Go API (`sluice stream --json`, raw records and decoded samples),
+the Python client in one process without a DataLoader, and a torch
+DataLoader with 0 and 2 workers. Prints a table and, with --json, the
+figures as JSON.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+import helpers  # noqa: E402
+import mdswrite  # noqa: E402
+import sluice  # noqa: E402
+
+
+def write_small(d, n):
+    text = "x" * 180
+    mdswrite.write(d, {"id": "int", "text": "str"}, ({"id": i, "text": text} for i in range(n)), size_limit=1 << 26)
+
+
+def write_large(d, n):
+    blob = os.urandom(100 * 1024)
+    mdswrite.write(d, {"id": "int", "data": "bytes"}, ({"id": i, "data": blob} for i in range(n)), size_limit=1 << 26)
+
+
+def go_api(remote, local, decode):
+    cmd = [helpers.binary(), "stream", remote, "--local", local, "--json", "--shuffle", "--batch-size", "64"]
+    if decode:
+        cmd.append("--decode")
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE).stdout
+    wall = time.perf_counter() - t0
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        return None, wall
+    for k in ("samples_per_s", "samples_per_second"):
+        if k in doc:
+            return float(doc[k]), wall
+    return None, wall
+
+
+def python_direct(ds):
+    t0 = time.perf_counter()
+    n = 0
+    for _ in ds:
+        n += 1
+    return n / (time.perf_counter() - t0), n
+
+
+def python_loader(ds, workers):
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(ds, batch_size=64, num_workers=workers, persistent_workers=workers > 0)
+    it = iter(loader)
+    next(it)  # start-up (worker fork) is not throughput
+    for _ in it:
+        pass
+    t0 = time.perf_counter()
+    n = 0
+    for b in loader:
+        n += len(b["id"])
+    return n / (time.perf_counter() - t0), n
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--small", type=int, default=200000, help="samples of ~200 bytes")
+    ap.add_argument("--large", type=int, default=4000, help="samples of 100 KB")
+    ap.add_argument("--work", default=None, help="scratch directory (default: a temp dir, removed)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    work = args.work or tempfile.mkdtemp(prefix="sluice-bench-")
+    os.environ.setdefault("SLUICE_AGENT_DIR", os.path.join(work, "agent"))
+    rows = []
+    try:
+        for name, n, writer, size in (("200B", args.small, write_small, 200), ("100KB", args.large, write_large, 100 * 1024)):
+            if n <= 0:
+                continue
+            remote = os.path.join(work, name, "remote")
+            local = os.path.join(work, name, "cache")
+            if not os.path.exists(os.path.join(remote, "index.json")):
+                writer(remote, n)
+            ds = sluice.StreamingDataset(remote=remote, local=local, batch_size=64, shuffle=True)
+            python_direct(ds)  # warm the cache
+            res = {"dataset": name, "samples": n, "sample_bytes": size}
+            res["go_raw"], _ = go_api(remote, local, False)
+            res["go_decoded"], _ = go_api(remote, local, True)
+            res["python_1proc"], _ = python_direct(ds)
+            res["loader_0"], _ = python_loader(ds, 0)
+            res["loader_2"], _ = python_loader(ds, 2)
+            rows.append(res)
+    finally:
+        helpers.stop_agent(os.environ["SLUICE_AGENT_DIR"])
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return
+    cols = ["go_raw", "go_decoded", "python_1proc", "loader_0", "loader_2"]
+    print("%-7s %8s " % ("data", "samples") + " ".join("%14s" % c for c in cols))
+    for r in rows:
+        cells = []
+        for c in cols:
+            v = r[c]
+            cells.append("%14s" % ("n/a" if v is None else "%.0f/s" % v))
+        print("%-7s %8d " % (r["dataset"], r["samples"]) + " ".join(cells))
+    for r in rows:
+        for c in cols:
+            if r[c] is not None:
+                print("  %s %s: %.1f MB/s" % (r["dataset"], c, r[c] * r["sample_bytes"] / 1e6))
+
+
+if __name__ == "__main__":
+    main()
