@@ -203,3 +203,45 @@ func BenchmarkFilestore(b *testing.B) {
 	defer bkt.Close()
 	storagetest.RunBenchmarks(b, bkt)
 }
+
+// FuzzKeysStayInRoot writes, reads and deletes arbitrary keys: each either
+// fails or touches only files below the root.
+func FuzzKeysStayInRoot(f *testing.F) {
+	for _, k := range []string{"a", "a/b", "../x", "a/../../x", "/etc/passwd", "a//b", ".", "x/./y", "\x00", "..\\x", "a/.sluice-tmp-1"} {
+		f.Add(k)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		base := t.TempDir()
+		b, err := filestore.New(filepath.Join(base, "root"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		ctx := context.Background()
+		w, err := b.NewWriter(ctx, key, nil)
+		if err == nil {
+			_, _ = w.Write([]byte("x"))
+			err = w.Close()
+		}
+		if err == nil {
+			if storage.ValidateKey(key) != nil {
+				t.Errorf("wrote invalid key %q", key)
+			}
+			if got := storagetest.Get(t, b, key); string(got) != "x" {
+				t.Errorf("read back %q", got)
+			}
+			if err := b.Delete(ctx, key); err != nil {
+				t.Errorf("Delete(%q): %v", key, err)
+			}
+		}
+		entries, err := os.ReadDir(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.Name() != "root" {
+				t.Errorf("key %q created %s outside the root", key, e.Name())
+			}
+		}
+	})
+}
