@@ -133,3 +133,30 @@ func TestVerifyHeaderMismatch(t *testing.T) {
 		t.Fatalf("problems: %v", problems)
 	}
 }
+
+// TestReaderConcurrent reads every sample of a multi-shard dataset from
+// several goroutines at once.
+func TestReaderConcurrent(t *testing.T) {
+	r, err := Open(filepath.Join(fixturesDir, "mixed_zstd", "data"), nil)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer r.Close()
+	done := make(chan error)
+	for g := 0; g < 4; g++ {
+		go func() {
+			for i := int64(0); i < r.Len(); i++ {
+				if _, err := r.Sample((i + int64(g)*7) % r.Len()); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

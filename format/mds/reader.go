@@ -48,7 +48,15 @@ type Reader struct {
 	offsets []int64 // offsets[k] = first global sample of shard k; len = shards+1
 
 	mu     sync.Mutex
-	shards map[int]*Shard // opened shards by index
+	shards map[int]*shardEntry // guarded by mu
+}
+
+// shardEntry opens one shard once, without holding the Reader's lock, so
+// that opening (or decompressing) one shard never blocks the others.
+type shardEntry struct {
+	once sync.Once
+	s    *Shard
+	err  error
 }
 
 // Open reads dir/index.json and returns a Reader over it.
@@ -67,7 +75,7 @@ func Open(dir string, opts *Options) (*Reader, error) {
 // NewReader returns a Reader over an already parsed index whose files live
 // in dir. Every shard must be in MDS format.
 func NewReader(dir string, idx *format.Index, opts *Options) (*Reader, error) {
-	r := &Reader{dir: dir, idx: idx, shards: map[int]*Shard{}}
+	r := &Reader{dir: dir, idx: idx, shards: map[int]*shardEntry{}}
 	if opts != nil {
 		r.opts = *opts
 	}
@@ -131,16 +139,23 @@ func (r *Reader) Shard(k int) (*Shard, error) {
 		return nil, fmt.Errorf("mds: shard %d out of range [0, %d)", k, len(r.idx.Shards))
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if s, ok := r.shards[k]; ok {
-		return s, nil
+	e, ok := r.shards[k]
+	if !ok {
+		e = &shardEntry{}
+		r.shards[k] = e
 	}
-	s, err := r.openShard(k)
-	if err != nil {
-		return nil, err
+	r.mu.Unlock()
+	e.once.Do(func() { e.s, e.err = r.openShard(k) })
+	if e.err != nil {
+		// Forget the failure, so a later call tries again.
+		r.mu.Lock()
+		if r.shards[k] == e {
+			delete(r.shards, k)
+		}
+		r.mu.Unlock()
+		return nil, e.err
 	}
-	r.shards[k] = s
-	return s, nil
+	return e.s, nil
 }
 
 // openShard opens shard k without caching it.
@@ -262,8 +277,11 @@ func (r *Reader) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var errs []error
-	for k, s := range r.shards {
-		errs = append(errs, s.Close())
+	for k, e := range r.shards {
+		e.once.Do(func() { e.err = errors.New("mds: reader closed") })
+		if e.s != nil {
+			errs = append(errs, e.s.Close())
+		}
 		delete(r.shards, k)
 	}
 	return errors.Join(errs...)
