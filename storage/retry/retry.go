@@ -24,10 +24,12 @@
 //     unbroken stream.
 //   - List is retried, and skips the keys it already passed to fn (List
 //     delivers keys in order), so fn still sees each key once. An error
-//     from fn is returned at once.
+//     from fn is returned at once. A listing that makes progress between
+//     failures starts its budget afresh.
 //   - Upload (the storage.Uploader capability, used by storage.Upload and
 //     storage.UploadFile) repeats the whole upload from its replayable
-//     source.
+//     source. No attempt timeout applies to it (its length depends on the
+//     object's size); bound it with the context.
 //   - NewWriter is not retried: a stream cannot be replayed. Writers whose
 //     source can be read again should use storage.Upload.
 //
@@ -326,38 +328,68 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 	})
 }
 
-// List implements storage.Bucket.
+// List implements storage.Bucket. The attempt timeout bounds the wait for
+// each next object (time spent in fn does not count), and an attempt that
+// delivered new objects before failing starts the budget afresh.
 func (b *Bucket) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {
 	var (
 		last     string
 		started  bool
-		fnFailed bool
+		fnErr    error
+		failures int
 	)
-	err := b.do(ctx, "list", b.inner.URL(prefix), func(actx context.Context, _ int) error {
+	url := b.inner.URL(prefix)
+	for {
+		actx, cancel := context.WithCancel(ctx)
+		var fired atomic.Bool
+		var timer *time.Timer
+		if b.opts.AttemptTimeout > 0 {
+			timer = time.AfterFunc(b.opts.AttemptTimeout, func() { fired.Store(true); cancel() })
+		}
+		progressed := false
 		err := b.inner.List(actx, prefix, func(info storage.ObjectInfo) error {
 			if started && info.Key <= last {
 				return nil // passed on by an earlier attempt
 			}
+			if timer != nil {
+				timer.Stop()
+			}
 			if err := fn(info); err != nil {
-				fnFailed = true
+				fnErr = err
 				return err
 			}
-			last, started = info.Key, true
+			last, started, progressed = info.Key, true, true
+			if timer != nil && !fired.Load() {
+				timer.Reset(b.opts.AttemptTimeout)
+			}
 			return nil
 		})
-		if fnFailed {
-			return storage.Permanent(err)
+		if timer != nil {
+			timer.Stop()
 		}
-		return err
-	})
-	if fnFailed {
-		// Return fn's error as it was, not wrapped by Permanent.
-		var pe interface{ Unwrap() error }
-		if errors.As(err, &pe) {
-			return pe.Unwrap()
+		cancel()
+		if fnErr != nil {
+			return fnErr
+		}
+		if err == nil {
+			return nil
+		}
+		var aborted error
+		if fired.Load() {
+			aborted = errAttemptTimeout
+		}
+		err, again := b.classify(ctx, err, aborted)
+		if !again {
+			return err
+		}
+		if progressed {
+			failures = 0
+		}
+		failures++
+		if err := b.wait(ctx, "list", url, failures, err); err != nil {
+			return err
 		}
 	}
-	return err
 }
 
 // Upload implements storage.Uploader: the whole upload is repeated from

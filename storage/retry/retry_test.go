@@ -498,3 +498,24 @@ func TestDownloadThroughFaults(t *testing.T) {
 		})
 	}
 }
+
+func TestListStallIsRetried(t *testing.T) {
+	m := memstore.New("b")
+	for i := range 6 {
+		storagetest.Put(t, m, fmt.Sprintf("k%d", i), []byte("x"))
+	}
+	f := storagetest.NewFaulty(m)
+	f.Inject(storagetest.Fault{Op: storagetest.OpList, AfterBytes: 3, Stall: true, Times: 1})
+	b, c := newRetry(t, f, &retry.Options{AttemptTimeout: 20 * time.Millisecond})
+	if got := storagetest.ListKeys(t, b, ""); len(got) != 6 {
+		t.Errorf("listed %v", got)
+	}
+	if len(c.got()) != 1 {
+		t.Errorf("%d retries, want 1", len(c.got()))
+	}
+	// An error from fn is returned as it is, not retried.
+	stop := errors.New("stop")
+	if err := b.List(t.Context(), "", func(storage.ObjectInfo) error { return stop }); err != stop {
+		t.Errorf("List = %v, want fn's error itself", err)
+	}
+}
