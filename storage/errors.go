@@ -190,6 +190,11 @@ func Temporary(err error) error {
 // when tried again. It is the one classification every decorator and
 // helper uses; drivers make their errors classifiable as described in the
 // package documentation ("Retryable and permanent errors").
+//
+// A context error (context.Canceled, context.DeadlineExceeded, also when an
+// HTTP client's own timeout wraps it) counts as the caller giving up. A
+// caller whose context is still live knows better — the error came from an
+// inner timeout — and may retry it; the retry decorator does.
 func IsRetryable(err error) bool {
 	if err == nil {
 		return false
