@@ -12,7 +12,9 @@ import (
 	"github.com/sluicedata/sluice/cache"
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/format/compress"
+	"github.com/sluicedata/sluice/format/jsonl"
 	"github.com/sluicedata/sluice/format/mds"
+	"github.com/sluicedata/sluice/format/xsv"
 )
 
 // openShard is a leased, opened shard shared by every reader of the
@@ -21,6 +23,7 @@ type openShard struct {
 	shard int
 	lease *cache.Lease // nil for a local-only stream
 	path  string       // raw data file
+	meta  string       // raw meta file of a split-format (json, csv, tsv, xsv) shard
 	r     format.Shard
 	refs  int // guarded by shardTable.mu
 }
@@ -121,14 +124,22 @@ func (d *Dataset) open(ctx context.Context, shard int) (*openShard, bool, error)
 		hit = l.Hit()
 		o.lease = l
 		o.path = l.Path(0)
+		if ref.info.RawMeta != nil {
+			o.meta = l.Path(1)
+		}
 	} else {
 		p, err := st.localRaw(ref.info)
 		if err != nil {
 			return nil, false, fmt.Errorf("stream: shard %d: %w", shard, err)
 		}
 		o.path = p
+		if ref.info.RawMeta != nil {
+			if o.meta, err = st.localFile(ref.info, *ref.info.RawMeta, ref.info.ZipMeta); err != nil {
+				return nil, false, fmt.Errorf("stream: shard %d: %w", shard, err)
+			}
+		}
 	}
-	r, err := openFormat(o.path, ref.info)
+	r, err := openFormat(o.path, o.meta, ref.info)
 	if err != nil {
 		o.close()
 		return nil, false, fmt.Errorf("stream: shard %d: %w", shard, err)
@@ -137,11 +148,16 @@ func (d *Dataset) open(ctx context.Context, shard int) (*openShard, bool, error)
 	return o, hit, nil
 }
 
-// openFormat opens a raw shard file of any supported format.
-func openFormat(path string, info *format.ShardInfo) (format.Shard, error) {
+// openFormat opens a raw shard file of any supported format; meta is the
+// raw meta file of the split formats.
+func openFormat(path, meta string, info *format.ShardInfo) (format.Shard, error) {
 	switch info.Format {
 	case "mds":
 		return mds.OpenFile(path, info)
+	case jsonl.Format:
+		return jsonl.OpenFiles(path, meta, info)
+	case xsv.CSV, xsv.TSV, xsv.XSV:
+		return xsv.OpenFiles(path, meta, info)
 	default:
 		return nil, fmt.Errorf("%s: shard format %q is not supported for streaming", path, info.Format)
 	}
@@ -150,8 +166,13 @@ func openFormat(path string, info *format.ShardInfo) (format.Shard, error) {
 // localRaw returns the raw data file of a local-only shard, decompressing
 // it next to its compressed form (kept) when only that exists.
 func (st *streamState) localRaw(info *format.ShardInfo) (string, error) {
-	raw := filepath.Join(st.dir, filepath.FromSlash(info.RawData.Basename))
-	if _, err := os.Stat(raw); err == nil || info.ZipData == nil {
+	return st.localFile(info, info.RawData, info.ZipData)
+}
+
+// localFile is localRaw for any file of the shard (data or meta).
+func (st *streamState) localFile(info *format.ShardInfo, rawInfo format.FileInfo, zipInfo *format.FileInfo) (string, error) {
+	raw := filepath.Join(st.dir, filepath.FromSlash(rawInfo.Basename))
+	if _, err := os.Stat(raw); err == nil || zipInfo == nil {
 		return raw, err
 	}
 	st.inflating.Lock()
@@ -159,7 +180,7 @@ func (st *streamState) localRaw(info *format.ShardInfo) (string, error) {
 	if _, err := os.Stat(raw); err == nil {
 		return raw, nil
 	}
-	zip := filepath.Join(st.dir, filepath.FromSlash(info.ZipData.Basename))
+	zip := filepath.Join(st.dir, filepath.FromSlash(zipInfo.Basename))
 	b, err := os.ReadFile(zip)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("%s: neither the shard nor its compressed form %s exists", raw, zip)
@@ -167,12 +188,12 @@ func (st *streamState) localRaw(info *format.ShardInfo) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := compress.Decompress(info.Family(), b, info.RawData.Bytes)
+	out, err := compress.Decompress(info.Family(), b, rawInfo.Bytes)
 	if err != nil {
 		return "", fmt.Errorf("decompress %s: %w", zip, err)
 	}
-	if int64(len(out)) != info.RawData.Bytes {
-		return "", fmt.Errorf("decompress %s: got %d bytes, the index says %d", zip, len(out), info.RawData.Bytes)
+	if int64(len(out)) != rawInfo.Bytes {
+		return "", fmt.Errorf("decompress %s: got %d bytes, the index says %d", zip, len(out), rawInfo.Bytes)
 	}
 	return raw, writeAtomic(raw, out)
 }
