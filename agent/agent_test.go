@@ -23,11 +23,11 @@ import (
 )
 
 // writeDataset writes n samples {id: i, text: "sample i"} in small shards.
-func writeDataset(t testing.TB, dir string, n int) {
+func writeDataset(t testing.TB, dir string, n int, sizeLimit int64) {
 	t.Helper()
 	w, err := mds.NewWriter(dir, &mds.WriterOptions{
 		Columns:   map[string]string{"id": "int", "text": "str"},
-		SizeLimit: 1 << 10,
+		SizeLimit: sizeLimit,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +49,7 @@ func testRegistry() *storage.Registry {
 }
 
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	a      *Agent
 	sock   string
 	remote string
@@ -60,11 +60,15 @@ type harness struct {
 
 // startAgent serves an agent on a socket in a temp dir over a fresh
 // dataset of n samples.
-func startAgent(t *testing.T, n int, opts *Options) *harness {
+func startAgent(t testing.TB, n int, opts *Options) *harness {
+	return startAgentShards(t, n, 1<<10, opts)
+}
+
+func startAgentShards(t testing.TB, n int, sizeLimit int64, opts *Options) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	h := &harness{t: t, remote: filepath.Join(dir, "remote"), local: filepath.Join(dir, "cache")}
-	writeDataset(t, h.remote, n)
+	writeDataset(t, h.remote, n, sizeLimit)
 	var o Options
 	if opts != nil {
 		o = *opts

@@ -86,7 +86,11 @@ func (a *Agent) streamOptions(ctx context.Context, ds agentapi.Dataset) (stream.
 		}
 		limit = n
 	}
-	for _, p := range []string{ds.Local} {
+	paths := []string{ds.Local}
+	for _, s := range ds.Streams {
+		paths = append(paths, s.Local)
+	}
+	for _, p := range paths {
 		if p != "" && !filepath.IsAbs(p) {
 			return o, badRequestf("local %q must be an absolute path (the agent runs in another directory)", p)
 		}
@@ -114,6 +118,17 @@ func (a *Agent) streamOptions(ctx context.Context, ds agentapi.Dataset) (stream.
 		return o, nil
 	}
 	root := ds.Local
+	if root == "" && len(ds.Streams) > 0 {
+		// MosaicML users give each Stream its own local and no dataset
+		// local: cache under the directory that holds them all.
+		var locals []string
+		for _, s := range ds.Streams {
+			if s.Remote != "" {
+				locals = append(locals, s.Local)
+			}
+		}
+		root = commonDir(locals)
+	}
 	if root == "" {
 		root = defaultCacheRoot()
 	}
@@ -123,6 +138,32 @@ func (a *Agent) streamOptions(ctx context.Context, ds agentapi.Dataset) (stream.
 	}
 	o.Cache = c
 	return o, nil
+}
+
+// commonDir returns the deepest directory containing every path, or "" if
+// a path is empty or they share only the root.
+func commonDir(paths []string) string {
+	if len(paths) == 0 {
+		return ""
+	}
+	common := ""
+	for i, p := range paths {
+		if p == "" {
+			return ""
+		}
+		p = filepath.Clean(p)
+		if i == 0 {
+			common = p
+			continue
+		}
+		for common != "/" && p != common && !strings.HasPrefix(p, common+string(filepath.Separator)) {
+			common = filepath.Dir(common)
+		}
+	}
+	if common == "/" {
+		return ""
+	}
+	return common
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -70,6 +70,23 @@ class SingleProcessTest(helpers.AgentCase):
         b = [s["id"] for s in self.dataset(fetch_size=1)]
         self.assertEqual(a, b)
 
+    def test_streams(self):
+        other = os.path.join(self.tmp, "other")
+        helpers.write_ids(other, 50)
+        ds = sluice.StreamingDataset(
+            streams=[sluice.Stream(remote=self.remote, local=os.path.join(self.tmp, "s1"), proportion=0.5),
+                     sluice.Stream(remote=other, local=os.path.join(self.tmp, "s2"), proportion=0.5)],
+            epoch_size=100, batch_size=4, shuffle=True)
+        got = [s["id"] for s in ds]
+        self.assertEqual(len(got), 100)
+        out = subprocess.run([helpers.binary(), "plan", "--json", "--batch-size", "4", "--shuffle", "--epoch-size", "100",
+                              "--stream", self.remote + ",proportion=0.5", "--stream", other + ",proportion=0.5"],
+                             check=True, stdout=subprocess.PIPE).stdout
+        doc = json.loads(out)
+        want_ids = helpers.worker_ids(doc["work_shape"], doc["work"], 0, 0)
+        # Global IDs of the second stream start after the first's 203.
+        self.assertEqual(got, [i if i < 203 else i - 203 for i in want_ids])
+
     def test_getitem(self):
         ds = self.dataset()
         self.assertEqual(ds[17], {"id": 17, "text": "sample 17 xxxx"})
