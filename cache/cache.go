@@ -29,6 +29,8 @@ var (
 	ErrNotLocal = errors.New("cache: shard missing from local-only dataset")
 	// ErrClosed reports use of a Cache after Close.
 	ErrClosed = errors.New("cache: closed")
+	// ErrBusy reports that another process is writing the same file.
+	ErrBusy = errors.New("cache: file is being written by another process")
 )
 
 // LimitError reports a cache limit below the minimum a dataset needs. It
@@ -399,7 +401,7 @@ func (c *Cache) WriteFile(ctx context.Context, rel string, data []byte) error {
 		if ok, err := tryLock(f, true); err != nil || !ok {
 			f.Close()
 			if err == nil {
-				err = fmt.Errorf("%s is being written by another process", p+partSuffix)
+				err = fmt.Errorf("%w: %s", ErrBusy, p+partSuffix)
 			}
 			return err
 		}

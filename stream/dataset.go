@@ -338,7 +338,13 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (*
 		if _, err := parseIndex(st.bucket.URL(format.IndexFile), b); err != nil {
 			return nil, 0, err
 		}
-		if err := d.cache.WriteFile(ctx, filepath.ToSlash(filepath.Join(rel, format.IndexFile)), b); err != nil {
+		err := d.cache.WriteFile(ctx, filepath.ToSlash(filepath.Join(rel, format.IndexFile)), b)
+		if errors.Is(err, cache.ErrBusy) {
+			// Another process on the node is caching the same index.
+			idx, err := parseIndex(st.bucket.URL(format.IndexFile), b)
+			return idx, int64(len(b)), err
+		}
+		if err != nil {
 			return nil, 0, fmt.Errorf("stream: %w", err)
 		}
 	} else if err != nil {
