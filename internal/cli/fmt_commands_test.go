@@ -10,6 +10,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/format/jsonl"
+	"github.com/sluicedata/sluice/format/xsv"
 )
 
 const fmtFixtures = "../../../shared/fixtures/mds"
@@ -247,5 +251,56 @@ func TestMergeCommand(t *testing.T) {
 	}
 	if dump != string(exp) || n != 51 {
 		t.Errorf("dump of the merged dataset differs (%d lines)", n)
+	}
+}
+
+// TestVerifySplitFormats verifies JSON-lines and CSV datasets, sound and
+// with a damaged data file.
+func TestVerifySplitFormats(t *testing.T) {
+	for _, f := range []string{"json", "csv"} {
+		dir := t.TempDir()
+		cols := map[string]string{"s": "str", "x": "int", "y": "float"}
+		var write func(format.Sample) error
+		var finish func() error
+		if f == "json" {
+			w, err := jsonl.NewWriter(dir, &jsonl.WriterOptions{Columns: cols, Compression: "gz", Hashes: []string{"sha1"}, SizeLimit: 200})
+			if err != nil {
+				t.Fatal(err)
+			}
+			write, finish = w.Write, w.Finish
+		} else {
+			w, err := xsv.NewWriter(dir, &xsv.WriterOptions{Format: "csv", Columns: cols, Hashes: []string{"sha1"}, SizeLimit: 200})
+			if err != nil {
+				t.Fatal(err)
+			}
+			write, finish = w.Write, w.Finish
+		}
+		for i := 0; i < 30; i++ {
+			if err := write(format.Sample{"s": "row", "x": int64(i), "y": float64(i) / 4}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := finish(); err != nil {
+			t.Fatal(err)
+		}
+		out, stderr, err := runFmtCLI(t, "verify", dir)
+		if err != nil || !strings.Contains(out, "30 samples") || !strings.Contains(out, ": 0 problems") {
+			t.Fatalf("%s: %v\n%s%s", f, err, out, stderr)
+		}
+		// Damage the second shard's stored data file.
+		b, _ := os.ReadFile(filepath.Join(dir, "index.json"))
+		idx, err := format.ParseIndex(b)
+		if err != nil || len(idx.Shards) < 2 {
+			t.Fatalf("%s: %v, %d shards", f, err, len(idx.Shards))
+		}
+		p := filepath.Join(dir, idx.Shards[1].Files()[0].Basename)
+		data, _ := os.ReadFile(p)
+		data[len(data)/2] ^= 0x20
+		os.WriteFile(p, data, 0o644)
+		_, stderr, err = runFmtCLI(t, "verify", dir)
+		var ee *ExitError
+		if !errors.As(err, &ee) || !strings.Contains(stderr, "shard 1: sha1 digest") {
+			t.Errorf("%s: damaged file: %v\n%s", f, err, stderr)
+		}
 	}
 }
