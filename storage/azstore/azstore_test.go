@@ -10,8 +10,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
 
 	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/storage/azstore"
@@ -103,10 +105,25 @@ func clearAzureEnv(t *testing.T) {
 }
 
 // TestOpenFromEnvironment opens az:// and azure:// URLs with each way of
-// naming the account that uses no network login: a connection string, and
-// an account name and key (MosaicML's variables) with a custom endpoint.
+// naming the account that needs no network login: a connection string, an
+// account name and key (MosaicML's variables), and an account with a SAS
+// token, the last two with a custom endpoint.
 func TestOpenFromEnvironment(t *testing.T) {
 	s := testServer(t)
+	// A container SAS, signed with the emulator's account key.
+	kb, err := azstore.New(t.Context(), s.container, "", &azstore.Options{ConnectionString: s.connStr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sasURL, err := kb.Container().GetSASURL(sas.ContainerPermissions{Read: true, Create: true, Write: true, Delete: true, List: true},
+		time.Now().Add(time.Hour), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	su, err := url.Parse(sasURL)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, scheme string
 		env          map[string]string
@@ -115,6 +132,11 @@ func TestOpenFromEnvironment(t *testing.T) {
 		{"account and key", "azure", map[string]string{
 			"AZURE_ACCOUNT_NAME":          connField(s.connStr, "AccountName"),
 			"AZURE_ACCOUNT_ACCESS_KEY":    connField(s.connStr, "AccountKey"),
+			"AZURE_STORAGE_BLOB_ENDPOINT": connField(s.connStr, "BlobEndpoint"),
+		}},
+		{"account and SAS", "az", map[string]string{
+			"AZURE_STORAGE_ACCOUNT":       connField(s.connStr, "AccountName"),
+			"AZURE_STORAGE_SAS_TOKEN":     "?" + su.RawQuery,
 			"AZURE_STORAGE_BLOB_ENDPOINT": connField(s.connStr, "BlobEndpoint"),
 		}},
 	} {

@@ -230,7 +230,10 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 	if length < 0 {
 		length = -1
 	}
-	r, err := b.bkt.Object(b.root+key).NewRangeReader(ctx, off, length)
+	// ReadCompressed: the stored bytes, never gunzipped on the way (an
+	// object uploaded with Content-Encoding: gzip would otherwise differ
+	// from its listed size).
+	r, err := b.bkt.Object(b.root+key).ReadCompressed(true).NewRangeReader(ctx, off, length)
 	if err != nil {
 		if ge := (*googleapi.Error)(nil); errors.As(err, &ge) && ge.Code == http.StatusRequestedRangeNotSatisfiable {
 			info, serr := b.Stat(ctx, key)

@@ -136,8 +136,9 @@ func optionsFromQuery(q url.Values) (*Options, error) {
 }
 
 // New returns a Bucket on bucket with keys under prefix. It loads the AWS
-// configuration and, when no region is configured for an AWS endpoint,
-// asks S3 for the bucket's region. opts may be nil.
+// configuration (environment, shared files) and, when no region is
+// configured, asks the store for the bucket's region with one HeadBucket
+// request. opts may be nil.
 func New(ctx context.Context, bucket, prefix string, opts *Options) (*Bucket, error) {
 	if opts == nil {
 		opts = &Options{}
@@ -223,6 +224,8 @@ func New(ctx context.Context, bucket, prefix string, opts *Options) (*Bucket, er
 		case endpoint != "":
 			// S3-compatible stores often have no regions at all.
 			cfg.Region = "us-east-1"
+		case err == nil:
+			return nil, fmt.Errorf("s3store: find region of s3://%s: the store reported none (set AWS_REGION or ?region=)", bucket)
 		default:
 			var nf manager.BucketNotFound
 			if errors.As(err, &nf) {
