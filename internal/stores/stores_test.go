@@ -1,0 +1,63 @@
+package stores_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/sluicedata/sluice/internal/stores"
+	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/filestore"
+	"github.com/sluicedata/sluice/storage/limit"
+	"github.com/sluicedata/sluice/storage/retry"
+	"github.com/sluicedata/sluice/storage/storagetest"
+)
+
+func TestDefaultSchemes(t *testing.T) {
+	got := stores.Default().Schemes()
+	for _, want := range []string{"file", "http", "https"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("scheme %q not registered (have %v)", want, got)
+		}
+	}
+}
+
+func TestOpenStacksDecorators(t *testing.T) {
+	ctx := context.Background()
+	r := stores.Default()
+	dir := t.TempDir()
+
+	b, err := stores.Open(ctx, r, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	rb, ok := b.(*retry.Bucket)
+	if !ok {
+		t.Fatalf("Open returned %T, want *retry.Bucket", b)
+	}
+	lb, ok := rb.Unwrap().(*limit.Bucket)
+	if !ok {
+		t.Fatalf("under retry: %T, want *limit.Bucket", rb.Unwrap())
+	}
+	if fb, ok := lb.Unwrap().(*filestore.Bucket); !ok || fb.Dir() != dir {
+		t.Fatalf("under limit: %T", lb.Unwrap())
+	}
+	storagetest.Put(t, b, "k", []byte("x"))
+	if got := storagetest.Get(t, b, "k"); string(got) != "x" {
+		t.Errorf("got %q", got)
+	}
+
+	plain, err := stores.Open(ctx, r, "file://"+dir, &stores.Options{MaxInFlight: -1, NoRetry: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, ok := plain.(*filestore.Bucket); !ok {
+		t.Errorf("with no limit and no retry: %T", plain)
+	}
+	if _, err := stores.Open(ctx, r, "nope://x", nil); err == nil {
+		t.Error("unknown scheme opened")
+	}
+	var _ storage.Bucket = plain
+}
