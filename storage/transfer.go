@@ -56,7 +56,8 @@ type DownloadOptions struct {
 	// Concurrency bounds the parts downloaded at once. Zero means
 	// DefaultDownloadConcurrency.
 	Concurrency int
-	// Perm is the mode of the created file (before umask). Zero means 0o644.
+	// Perm is the mode the file gets (set exactly, not masked by the
+	// umask). Zero means 0o644.
 	Perm fs.FileMode
 	// NoSync skips the fsync of the file and its directory before and after
 	// the rename. The file still appears atomically, but may be lost or
