@@ -264,3 +264,28 @@ func (s *Shard) Close() error { return s.s.Close() }
 func OpenDir(dir string, info *format.ShardInfo) (*Shard, error) {
 	return newShard(split.OpenDir(dir, info, CSV, TSV, XSV))
 }
+
+// VerifyShard checks shard k of the dataset in dir, described by info
+// (an index entry): each stored file exists with the size and every
+// digest the index records; compressed files decompress to the raw sizes
+// and raw digests; the meta file's offsets fit the data file and its
+// config matches the index; and every sample decodes. It returns the
+// number of files and bytes it read and the first problem found (a
+// *format.CorruptError naming file, shard and sample where the data is at
+// fault), nil if the shard is sound.
+func VerifyShard(dir string, k int, info *format.ShardInfo) (files int, bytes int64, err error) {
+	var schema *Schema
+	out := format.Sample{}
+	return split.VerifyShard(dir, k, info, func(s *split.Shard, j int) error {
+		if schema == nil {
+			sh, err := newShard(s, nil)
+			if err != nil {
+				return err
+			}
+			schema = sh.schema
+		}
+		sh := &Shard{s: s, schema: schema}
+		clear(out)
+		return sh.DecodeInto(j, out)
+	}, CSV, TSV, XSV)
+}
