@@ -71,10 +71,10 @@ func BenchmarkConvertJSONL(b *testing.B) {
 
 // noiseJPEG makes a JPEG of about 20 KB (noisy content compresses poorly).
 func noiseJPEG(b *testing.B, rng *rand.Rand) []byte {
-	img := image.NewRGBA(image.Rect(0, 0, 96, 96))
-	for y := range 96 {
-		for x := range 96 {
-			img.Set(x, y, color.RGBA{uint8(rng.IntN(256)), uint8(rng.IntN(256)), uint8(x + y), 255})
+	img := image.NewRGBA(image.Rect(0, 0, 160, 160))
+	for y := range 160 {
+		for x := range 160 {
+			img.Set(x, y, color.RGBA{uint8(rng.IntN(256)), uint8(rng.IntN(256)), uint8(rng.IntN(256)), 255})
 		}
 	}
 	var buf bytes.Buffer

@@ -32,11 +32,12 @@ func openJSONLFile(ctx context.Context, l location) (fileReader, error) {
 	return &jsonlFile{name: l.name, rc: rc, br: bufio.NewReaderSize(rc, 1<<20)}, nil
 }
 
-func (f *jsonlFile) read(ctx context.Context, dst []Item, max int) ([]Item, error) {
-	// One arena per call: the items of a batch slice into it, and it is
-	// never reused, so items stay valid while the batch is in flight.
-	arena := make([]byte, 0, 256<<10)
-	for n := 0; n < max; {
+func (f *jsonlFile) read(ctx context.Context, dst []Item, limit int) ([]Item, error) {
+	// Arena chunks per call: the items of a batch slice into them, and they
+	// are never reused, so items stay valid while the batch is in flight.
+	const chunk = 32 << 10
+	arena := make([]byte, 0, chunk)
+	for n := 0; n < limit; {
 		if n&1023 == 0 {
 			if err := ctx.Err(); err != nil {
 				return dst, err
@@ -61,18 +62,14 @@ func (f *jsonlFile) read(ctx context.Context, dst []Item, max int) ([]Item, erro
 			f.line++
 			trimmed := bytes.TrimSpace(line)
 			if len(trimmed) > 0 {
+				// Items keep pointing into full chunks; a new chunk starts
+				// when the line does not fit.
+				if cap(arena)-len(arena) < len(trimmed) {
+					arena = make([]byte, 0, max(chunk, len(trimmed)))
+				}
 				start := len(arena)
-				if cap(arena)-len(arena) < len(trimmed) && len(trimmed) < 64<<10 {
-					arena = make([]byte, 0, 256<<10)
-					start = 0
-				}
-				var data []byte
-				if len(trimmed) >= 64<<10 {
-					data = append([]byte(nil), trimmed...)
-				} else {
-					arena = append(arena, trimmed...)
-					data = arena[start:len(arena):len(arena)]
-				}
+				arena = append(arena, trimmed...)
+				data := arena[start:len(arena):len(arena)]
 				dst = append(dst, Item{File: f.name, Pos: f.line, Data: data})
 				n++
 			}
