@@ -382,6 +382,10 @@ func digitPart(s string) (string, bool) {
 // when the value does not fit. More than 4300 digits is an error, as in
 // Python.
 func ParseInt(s string) (any, error) {
+	// Fast path: what strconv accepts in base 10 Python accepts alike.
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return i, nil
+	}
 	t := strings.TrimFunc(s, pySpace)
 	neg := false
 	if t != "" && (t[0] == '+' || t[0] == '-') {
@@ -413,6 +417,20 @@ func ParseInt(s string) (any, error) {
 // "nan" in any case, or a decimal with optional fraction and exponent and
 // underscores between digits. Overflow gives ±Inf, as in Python.
 func ParseFloat(s string) (float64, error) {
+	// Fast path: over the characters [0-9.eE+-] strconv's decimal grammar
+	// and Python's are the same.
+	plain := s != ""
+	for i := 0; i < len(s) && plain; i++ {
+		c := s[i]
+		plain = c >= '0' && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'
+	}
+	if plain {
+		f, err := strconv.ParseFloat(s, 64)
+		if err == nil || errors.Is(err, strconv.ErrRange) {
+			return f, nil
+		}
+		return 0, fmt.Errorf("could not convert string to float: %q", s)
+	}
 	t := strings.TrimFunc(s, pySpace)
 	body := t
 	if body != "" && (body[0] == '+' || body[0] == '-') {
@@ -427,7 +445,7 @@ func ParseFloat(s string) (float64, error) {
 	case "nan":
 		return math.NaN(), nil
 	}
-	bad := fmt.Errorf("could not convert string to float: %q", s)
+	bad := errNotFloat(s)
 	mant, exp := body, ""
 	if k := strings.IndexAny(body, "eE"); k >= 0 {
 		mant, exp = body[:k], body[k+1:]
@@ -453,11 +471,15 @@ func ParseFloat(s string) (float64, error) {
 		}
 	}
 	f, err := strconv.ParseFloat(strings.ReplaceAll(t, "_", ""), 64)
-	if err != nil {
-		var ne *strconv.NumError
-		if !errors.As(err, &ne) || ne.Err != strconv.ErrRange {
-			return 0, bad
-		}
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, bad
 	}
 	return f, nil
 }
+
+// notFloat is ParseFloat's error, formatted only when read.
+type notFloat string
+
+func (s notFloat) Error() string { return fmt.Sprintf("could not convert string to float: %q", string(s)) }
+
+func errNotFloat(s string) error { return notFloat(s) }
