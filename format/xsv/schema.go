@@ -480,6 +480,8 @@ func ParseFloat(s string) (float64, error) {
 // notFloat is ParseFloat's error, formatted only when read.
 type notFloat string
 
-func (s notFloat) Error() string { return fmt.Sprintf("could not convert string to float: %q", string(s)) }
+func (s notFloat) Error() string {
+	return fmt.Sprintf("could not convert string to float: %q", string(s))
+}
 
 func errNotFloat(s string) error { return notFloat(s) }
