@@ -1,0 +1,10 @@
+package jsonl_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package if a writer goroutine outlives its test.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
