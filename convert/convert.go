@@ -18,6 +18,7 @@ import (
 	"github.com/sluicedata/sluice/format/compress"
 	"github.com/sluicedata/sluice/format/hashing"
 	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/retry"
 )
 
 // ErrQualityGate is returned (wrapped) when a conversion finishes below
@@ -34,8 +35,13 @@ func Run(ctx context.Context, opts *Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := r.Registry.Open(ctx, r.Output)
+	rawOut, err := r.Registry.Open(ctx, r.Output)
 	if err != nil {
+		return nil, fmt.Errorf("convert: output: %w", err)
+	}
+	out, err := retry.New(rawOut, nil)
+	if err != nil {
+		rawOut.Close()
 		return nil, fmt.Errorf("convert: output: %w", err)
 	}
 	defer out.Close()

@@ -170,6 +170,9 @@ func (c *column) appendValue(dst []byte, v *input.Value) ([]byte, error) {
 		}
 	}
 	if v.Kind == input.Null {
+		if c.enc.String() == "json" {
+			return append(dst, "null"...), nil
+		}
 		return dst, errors.New("value is missing or null")
 	}
 	gv, err := goValue(c.enc.String(), v)

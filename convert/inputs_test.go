@@ -59,6 +59,30 @@ func TestCSVBadRowNamesLine(t *testing.T) {
 	}
 }
 
+func TestJSONLMissingAndMixedFields(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "m.jsonl")
+	writeFile(t, in, []byte(`{"a": 1, "b": "x", "c": 1}
+{"a": 2, "c": "two"}
+{"a": 3, "b": null, "c": 3.5, "d": {"k": [1, 2]}}
+`))
+	out := filepath.Join(dir, "out")
+	rep := runConvert(t, &Options{Input: in, Output: out})
+	want := []input.Column{{Name: "a", Encoding: "int"}, {Name: "b", Encoding: "json"}, {Name: "c", Encoding: "json"}, {Name: "d", Encoding: "json"}}
+	if diff := cmp.Diff(want, rep.Columns); diff != "" {
+		t.Fatalf("columns (-want +got):\n%s", diff)
+	}
+	got := readDataset(t, out)
+	wantRows := []format.Sample{
+		{"a": int64(1), "b": format.JSON(`"x"`), "c": format.JSON(`1`), "d": format.JSON(`null`)},
+		{"a": int64(2), "b": format.JSON(`null`), "c": format.JSON(`"two"`), "d": format.JSON(`null`)},
+		{"a": int64(3), "b": format.JSON(`null`), "c": format.JSON(`3.5`), "d": format.JSON(`{"k": [1, 2]}`)},
+	}
+	if diff := cmp.Diff(wantRows, got); diff != "" {
+		t.Errorf("samples (-want +got):\n%s", diff)
+	}
+}
+
 func TestJSONLBadLineNamesLine(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "bad.jsonl"), []byte("{\"a\": 1}\n{\"a\": 2}\n{\"a\": 3,}\n"))

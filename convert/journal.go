@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -234,21 +235,9 @@ func removeJournal(ctx context.Context, b storage.Bucket, prefix string, shards 
 }
 
 // putObject stores data under key; the object appears only once complete.
-func putObject(ctx context.Context, b storage.Bucket, key string, data []byte, contentType string) (err error) {
-	// Cancelling the writer's context before Close aborts the object, so
-	// a failed write never leaves a partial one.
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := b.NewWriter(wctx, key, &storage.WriteOptions{ContentType: contentType})
-	if err != nil {
-		return fmt.Errorf("convert: write %s: %w", b.URL(key), err)
-	}
-	if _, err := w.Write(data); err != nil {
-		cancel()
-		_ = w.Close()
-		return fmt.Errorf("convert: write %s: %w", b.URL(key), err)
-	}
-	if err := w.Close(); err != nil {
+// Through the retry decorator a failed upload is repeated as a whole.
+func putObject(ctx context.Context, b storage.Bucket, key string, data []byte, contentType string) error {
+	if err := storage.Upload(ctx, b, key, bytes.NewReader(data), int64(len(data)), &storage.WriteOptions{ContentType: contentType}); err != nil {
 		return fmt.Errorf("convert: write %s: %w", b.URL(key), err)
 	}
 	return nil

@@ -1,6 +1,7 @@
 // Package fetch downloads the objects that URL columns reference, for
 // embedding into shards: a bounded pool of concurrent requests through the
-// storage registry (http, https, s3, gs, az, file), per-host limits,
+// storage registry (http, https, s3, gs, az, file, and absolute local
+// paths), per-host limits,
 // retries with capped exponential backoff and jitter that honour
 // Retry-After, a size cap, and an optional transform (image re-encoding).
 //
@@ -148,7 +149,10 @@ func (f *Fetcher) Stats() (fetched, bytes, retries int64) {
 // the container for Azure) and the key under it.
 func split(raw string) (root, key, host string, err error) {
 	if !strings.Contains(raw, "://") {
-		return "", "", "", fmt.Errorf("not a URL: %q", raw)
+		if !strings.HasPrefix(raw, "/") {
+			return "", "", "", fmt.Errorf("not a URL or absolute path: %q", raw)
+		}
+		raw = "file://" + raw // an absolute local path
 	}
 	u, err := url.Parse(raw)
 	if err != nil {

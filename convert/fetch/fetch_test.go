@@ -10,6 +10,8 @@ import (
 	"image/png"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/sluicedata/sluice/convert/fetch"
 	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/filestore"
 	"github.com/sluicedata/sluice/storage/httpstore"
 )
 
@@ -77,6 +80,31 @@ func TestRetriesAndReasons(t *testing.T) {
 	fetched, _, retries := f.Stats()
 	if fetched != 1 || retries != 2 {
 		t.Errorf("stats: fetched %d retries %d, want 1 and 2", fetched, retries)
+	}
+}
+
+func TestLocalPaths(t *testing.T) {
+	reg := &storage.Registry{}
+	reg.Register("file", filestore.Open)
+	f, err := fetch.New(&fetch.Options{Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p := filepath.Join(t.TempDir(), "x.bin")
+	if err := os.WriteFile(p, []byte("local"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{p, "file://" + p} {
+		if b, err := f.Fetch(context.Background(), u); err != nil || string(b) != "local" {
+			t.Errorf("Fetch(%q) = %q, %v", u, b, err)
+		}
+	}
+	if _, err := f.Fetch(context.Background(), "relative/x.bin"); fetch.Reason(err) != "bad_url" {
+		t.Errorf("relative path: %v", err)
+	}
+	if fetched, _, _ := f.Stats(); fetched != 2 {
+		t.Errorf("fetched %d local files, want 2", fetched)
 	}
 }
 

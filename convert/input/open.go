@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/retry"
 )
 
 // Format names accepted by Options.Format.
@@ -75,8 +76,13 @@ func (bs *buckets) open(ctx context.Context, root string) (storage.Bucket, error
 	if b, ok := bs.m[root]; ok {
 		return b, nil
 	}
-	b, err := bs.reg.Open(ctx, root)
+	raw, err := bs.reg.Open(ctx, root)
 	if err != nil {
+		return nil, err
+	}
+	b, err := retry.New(raw, nil) // transient failures of a long read resume
+	if err != nil {
+		raw.Close()
 		return nil, err
 	}
 	if bs.m == nil {
