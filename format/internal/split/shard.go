@@ -35,12 +35,18 @@ type Shard struct {
 // Source is what Open reads: the data file (Bytes, or ReaderAt with Size)
 // and the meta file's bytes, with their names for error messages.
 type Source struct {
+	// DataFile names the data file in errors.
 	DataFile string
-	Data     []byte
+	// Data is the whole data file; used when ReaderAt is nil.
+	Data []byte
+	// ReaderAt reads a data file of Size bytes; records are then copied.
 	ReaderAt io.ReaderAt
-	Size     int64
+	// Size is the data file's size when ReaderAt is set.
+	Size int64
+	// MetaFile names the meta file in errors.
 	MetaFile string
-	Meta     []byte
+	// Meta is the whole meta file.
+	Meta []byte
 	// Closers are closed by Shard.Close (for example memory maps).
 	Closers []io.Closer
 }
