@@ -175,14 +175,22 @@ class Connection:
             got += k
         return buf
 
-    def roundtrip(self, header, want):
-        """Sends header, returns (reply header, body memoryview)."""
+    def send(self, header):
+        """Sends one request; its reply must be read with recv."""
         if self.sock is None or os.getpid() != self.pid:
             raise errors.AgentError("connection to the agent is closed")
         h = json.dumps(header, separators=(",", ":")).encode()
-        frame = _HEAD.pack(4 + len(h), len(h)) + h
         try:
-            self.sock.sendall(frame)
+            self.sock.sendall(_HEAD.pack(4 + len(h), len(h)) + h)
+        except OSError as e:
+            self.close()
+            raise errors.AgentError("connection to the agent failed: %s" % e) from None
+
+    def recv(self, want):
+        """Reads one reply: (header dict, body memoryview)."""
+        if self.sock is None:
+            raise errors.AgentError("connection to the agent is closed")
+        try:
             head = self._recv_exact(8)
             total, hlen = _HEAD.unpack(head)
             if total < 4 or total > MAX_FRAME or hlen > MAX_HEADER or hlen > total - 4 or hlen < 2:
@@ -190,16 +198,13 @@ class Connection:
             rest = self._recv_exact(total - 4)
         except socket.timeout:
             self.close()
-            raise errors.AgentError("the agent did not answer %r within %.0fs" % (header.get("op"), self.timeout)) from None
-        except OSError as e:
-            if isinstance(e, errors.SluiceError):
-                self.close()
-                raise
-            self.close()
-            raise errors.AgentError("connection to the agent failed: %s" % e) from None
+            raise errors.AgentError("the agent did not answer %r within %.0fs" % (want, self.timeout)) from None
         except errors.SluiceError:
             self.close()
             raise
+        except OSError as e:
+            self.close()
+            raise errors.AgentError("connection to the agent failed: %s" % e) from None
         view = memoryview(rest)
         try:
             reply = json.loads(bytes(view[:hlen]))
@@ -211,6 +216,11 @@ class Connection:
         if op != want:
             raise errors.ProtocolError("reply op %r, want %r" % (op, want))
         return reply, view[hlen:]
+
+    def roundtrip(self, header, want):
+        """Sends header, returns (reply header, body memoryview)."""
+        self.send(header)
+        return self.recv(want)
 
     def call(self, header, want=None):
         return self.roundtrip(header, want or "ok")[0]

@@ -227,12 +227,18 @@ def mds_decoder(schema, allow_unsafe=False):
     cols = list(zip(names, sizes, decs))
     start = 4 * nvar
 
-    def decode(rec):
+    def decode(buf, off=0, length=None):
+        """Decodes the record at buf[off:off+length] (buf: bytes, mmap or
+        memoryview). Each column is sliced straight from buf, so a value
+        costs one copy at most."""
+        if length is None:
+            length = len(buf) - off
+        end_rec = off + length
         if nvar:
-            if len(rec) < start:
-                raise errors.CorruptDataError("record of %d bytes is shorter than its %d column lengths" % (len(rec), nvar))
-            vl = lens.unpack_from(rec, 0)
-        pos, vi, out = start, 0, {}
+            if length < start:
+                raise errors.CorruptDataError("record of %d bytes is shorter than its %d column lengths" % (length, nvar))
+            vl = lens.unpack_from(buf, off)
+        pos, vi, out = off + start, 0, {}
         for name, size, dec in cols:
             if size is None:
                 n = vl[vi]
@@ -240,9 +246,9 @@ def mds_decoder(schema, allow_unsafe=False):
             else:
                 n = size
             end = pos + n
-            if end > len(rec):
-                raise errors.CorruptDataError("column %r runs past the end of its %d-byte record" % (name, len(rec)))
-            out[name] = dec(rec[pos:end])
+            if end > end_rec:
+                raise errors.CorruptDataError("column %r runs past the end of its %d-byte record" % (name, length))
+            out[name] = dec(buf[pos:end])
             pos = end
         return out
 
@@ -252,7 +258,8 @@ def mds_decoder(schema, allow_unsafe=False):
 def json_decoder(schema, allow_unsafe=False):
     """Decodes a MosaicML JSON-lines record."""
 
-    def decode(rec):
+    def decode(buf, off=0, length=None):
+        rec = buf[off:] if length is None else buf[off : off + length]
         obj = json.loads(str(rec, "utf-8"))
         if not isinstance(obj, dict):
             raise errors.CorruptDataError("json record is not an object")
@@ -269,7 +276,8 @@ def xsv_decoder(schema, allow_unsafe=False):
     for e in schema["column_encodings"]:
         conv.append({"str": str, "int": int, "float": float}.get(e, str))
 
-    def decode(rec):
+    def decode(buf, off=0, length=None):
+        rec = buf[off:] if length is None else buf[off : off + length]
         text = str(rec, "utf-8").rstrip("\n").rstrip("\r")
         fields = text.split(sep)
         if len(fields) != len(names):

@@ -304,22 +304,38 @@ class StreamingDataset(_Base):
 
     def __iter__(self):
         world = _world.detect()
-        c = self._connection(world)
-        begin = {"op": "begin", "handle": self._handle, "world": world}
-        if self._resume is not None:
-            begin["resume"] = self._resume
-        begun = c.call(begin, "begin")
-        return self._iterate(world, begun)
+        if self._info is None:
+            self._connection(world)
+        conn, begun = self._begin(world, {"resume": self._resume} if self._resume is not None else {})
+        return self._iterate(world, conn, begun)
 
-    def _iterate(self, world, begun):
+    def _begin(self, world, extra):
+        """Opens a connection of its own for one iteration and begins it.
+
+        The iteration's requests are pipelined on that connection, and
+        closing it releases everything the iteration held.
+        """
+        conn = _agent.Connection(self._agent_dir, timeout=self._timeout)
+        try:
+            opened = conn.call({"op": "open", "dataset": self._wire, "job": self._job, "world": world}, "open")
+            if opened.get("shard_samples") != self._info.get("shard_samples"):
+                raise errors.ProtocolError("the dataset changed while it was in use (shard sizes differ)")
+            begin = {"op": "begin", "handle": opened["handle"], "world": world}
+            begin.update(extra)
+            return conn, conn.call(begin, "begin")
+        except BaseException:
+            conn.close()
+            raise
+
+    def _iterate(self, world, conn, begun):
         yielded = 0
+        skip = 0
         recoveries = 0
         maps = {}
-        it = begun["iter"]
         try:
             while True:
                 try:
-                    for sample in self._batches(it, maps):
+                    for sample in self._batches(conn, begun["iter"], maps):
                         yielded += 1
                         yield sample
                     return
@@ -330,7 +346,9 @@ class StreamingDataset(_Base):
                     if recoveries > _RECOVERIES:
                         raise
                     _close_maps(maps)
-                    c = self._connection(world)
+                    conn.close()
+                    skip += yielded
+                    yielded = 0
                     resume = {
                         "epoch": begun["epoch"],
                         "sample_in_epoch": begun["sample_in_epoch"],
@@ -338,54 +356,41 @@ class StreamingDataset(_Base):
                         "shuffle_seed": begun["shuffle_seed"],
                         "initial_physical_nodes": begun["initial_physical_nodes"],
                     }
-                    nb = c.call(
-                        {
-                            "op": "begin",
-                            "handle": self._handle,
-                            "world": world,
-                            "resume": resume,
-                            "epoch": begun["epoch"],
-                            "sample_in_epoch": begun["sample_in_epoch"],
-                            "skip": begun.get("skip", 0) + yielded,
-                        },
-                        "begin",
-                    )
-                    begun = dict(begun, iter=nb["iter"], skip=begun.get("skip", 0) + yielded)
-                    yielded = 0
-                    it = nb["iter"]
+                    extra = {"resume": resume, "epoch": begun["epoch"], "sample_in_epoch": begun["sample_in_epoch"], "skip": skip}
+                    conn, nb = self._begin(world, extra)
+                    begun = dict(begun, iter=nb["iter"])
         finally:
             _close_maps(maps)
-            c = self._conn
-            if c is not None and c.sock is not None and c.pid == os.getpid():
-                try:
-                    c.call({"op": "end", "iter": it}, "ok")
-                except errors.SluiceError:
-                    pass
+            conn.close()
 
-    def _batches(self, it, maps):
-        """Yields the decoded samples of iteration it, batch by batch."""
-        c = self._conn
+    def _batches(self, conn, it, maps):
+        """Yields the decoded samples of iteration it, batch by batch.
+
+        The request for the next batch goes out before the current one is
+        decoded, so the agent prepares it meanwhile; the batch before the
+        current one is released with that request.
+        """
         decoders = self._decoders
         shard_schema = self._info["shard_schema"]
         flag = _agent.INLINE_FLAG
-        prev = None
         req = {"op": "next", "iter": it, "max": self._fetch, "inline_max": self._inline_max}
+        conn.send(req)
+        prev = None
         while True:
-            if prev:
-                req["release"] = [prev]
-            else:
-                req.pop("release", None)
-            reply, body = c.roundtrip(req, "batch")
-            prev = reply.get("id") or None
+            reply, body = conn.recv("batch")
             n = reply["n"]
             if n == 0:
                 if reply.get("done"):
                     return
+                conn.send(req)
                 continue
+            nreq = dict(req, release=[prev]) if prev else req
+            conn.send(nreq)
+            prev = reply.get("id") or None
             entries, inline = _agent.parse_entries(reply, body)
             shards = reply["shards"]
-            # Map the shards this batch leases; unmap those whose lease the
-            # request above released and this batch did not renew.
+            # Map the shards this batch leases; unmap those whose last batch
+            # has been consumed.
             refs = []
             fresh = {}
             for s in shards:
@@ -393,21 +398,17 @@ class StreamingDataset(_Base):
                 m = maps.pop(p, None)
                 fresh[p] = m
                 refs.append([p, s["size"], m, decoders[shard_schema[s["shard"]]]])
-            for m in maps.values():
-                if m is not None:
-                    m.close()
-            maps.clear()
+            _close_maps(maps)
             maps.update(fresh)
             for _sid, ref, ln, off in entries:
                 r = refs[ref & ~flag]
                 if ref & flag:
-                    rec = bytes(inline[off : off + ln])
+                    yield r[3](inline, off, ln)
                 else:
                     m = r[2]
                     if m is None:
                         m = r[2] = maps[r[0]] = _map(r[0], r[1])
-                    rec = m[off : off + ln]
-                yield r[3](rec)
+                    yield r[3](m, off, ln)
 
     # -- state ------------------------------------------------------------
 
