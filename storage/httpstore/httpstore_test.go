@@ -234,6 +234,9 @@ func faultyStore(t *testing.T, o *retry.Options) (*storagetest.FaultProxy, stora
 		o = &retry.Options{}
 	}
 	o.Sleep = func(ctx context.Context, d time.Duration) error { return ctx.Err() }
+	if o.AttemptTimeout == 0 {
+		o.AttemptTimeout = 10 * time.Second // a hang fails the test soon
+	}
 	rb, err := retry.New(hb, o)
 	if err != nil {
 		t.Fatal(err)

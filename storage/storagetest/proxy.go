@@ -67,7 +67,9 @@ type ProxyFault struct {
 	// XML error such as SlowDownBody).
 	Body string
 	// AfterBytes is the number of response body bytes forwarded before a
-	// Reset, Truncate or Stall.
+	// Reset, Truncate or Stall. A response whose body is not longer than
+	// that is forwarded whole and counts as no fault (though it uses up
+	// one of Times).
 	AfterBytes int64
 }
 
@@ -182,7 +184,9 @@ func (p *FaultProxy) take(r *http.Request) *ProxyFault {
 		if f.left > 0 {
 			f.left--
 		}
-		p.injected[f.Kind]++
+		if f.Kind == Status {
+			p.injected[f.Kind]++
+		}
 		c := f.ProxyFault
 		return &c
 	}
@@ -250,6 +254,15 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = io.Copy(w, io.LimitReader(resp.Body, f.AfterBytes))
+	if n, _ := io.ReadFull(resp.Body, make([]byte, 1)); n == 0 {
+		// The body ended at or before the fault's point: the client has
+		// the whole response, and breaking the connection now would only
+		// hit its next request (a stall would hold a pooled connection).
+		return
+	}
+	p.mu.Lock()
+	p.injected[f.Kind]++
+	p.mu.Unlock()
 	rc := http.NewResponseController(w)
 	_ = rc.Flush()
 	switch f.Kind {
