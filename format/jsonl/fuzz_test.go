@@ -47,6 +47,7 @@ func FuzzShard(f *testing.F) {
 		}
 		defer sh.Close()
 		for j := 0; j < sh.Len(); j++ {
+			jsonl.AppendDump(nil, int64(j), 0, sh, j)
 			off, n, err := sh.Span(j)
 			if err != nil || off < 0 || off+n > int64(len(data)) {
 				t.Fatalf("Span(%d) = %d, %d, %v", j, off, n, err)

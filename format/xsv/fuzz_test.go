@@ -38,6 +38,7 @@ func FuzzShard(f *testing.F) {
 		defer sh.Close()
 		schema := sh.Schema()
 		for j := 0; j < sh.Len(); j++ {
+			xsv.AppendDump(nil, int64(j), 0, sh, j)
 			s, err := sh.Sample(j)
 			if err != nil {
 				continue
