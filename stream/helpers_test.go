@@ -139,3 +139,5 @@ func recordID(rec []byte) int64 {
 	n := binary.LittleEndian.Uint32(rec)
 	return int64(binary.LittleEndian.Uint64(rec[4+n:]))
 }
+
+func newMem() storage.Bucket { return memstore.New("data") }

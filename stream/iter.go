@@ -95,6 +95,10 @@ func (e *Epoch) Iter(ctx context.Context, worker int) (*Iterator, error) {
 // an in-order PyTorch DataLoader yields them: batches taken round-robin
 // over the workers.
 func (e *Epoch) RankIter(ctx context.Context) (*Iterator, error) {
+	if e.works == 1 {
+		// One worker: its order is the rank's (padding is skipped).
+		return e.Iter(ctx, 0)
+	}
 	batches, err := e.ep.RankBatches(e.node, e.rank)
 	if err != nil {
 		return nil, fmt.Errorf("stream: %w", err)
