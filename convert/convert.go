@@ -299,8 +299,9 @@ func (p *pipeline) run(ctx context.Context) error {
 		g.Go(func() error {
 			defer wg.Done()
 			row := make([]input.Value, len(p.lay.cols))
+			hint := 64 << 10 // arena size of this worker's last batch
 			for b := range work {
-				if err := p.process(ctx, b, row); err != nil {
+				if err := p.process(ctx, b, row, &hint); err != nil {
 					return err
 				}
 				select {
@@ -375,7 +376,7 @@ func (p *pipeline) run(ctx context.Context) error {
 }
 
 // process decodes, fetches and encodes one batch.
-func (p *pipeline) process(ctx context.Context, b *batch, row []input.Value) error {
+func (p *pipeline) process(ctx context.Context, b *batch, row []input.Value, hint *int) error {
 	ncols := len(p.lay.cols)
 	fetching := p.fetcher != nil
 	var rows []input.Value
@@ -384,7 +385,8 @@ func (p *pipeline) process(ctx context.Context, b *batch, row []input.Value) err
 	}
 	b.records = make([][]byte, len(b.items))
 	b.reasons = make([]string, len(b.items))
-	arena := make([]byte, 0, 64<<10)
+	arena := make([]byte, 0, *hint+*hint/8)
+	defer func() { *hint = max(4<<10, len(arena)) }()
 	encode := func(i int, vals []input.Value) error {
 		start := len(arena)
 		rec, err := p.lay.appendRecord(arena, vals)

@@ -35,6 +35,7 @@ type images struct {
 	bs      *buckets
 	name    string
 	files   []string // keys, sorted
+	sizes   []int64  // sizes from the listing
 	labels  []int64
 	classes []string
 	enc     string
@@ -47,6 +48,7 @@ func openImages(ctx context.Context, root string, opts *Options, bs *buckets) (S
 		return nil, fmt.Errorf("input: %w", err)
 	}
 	var keys []string
+	sizeOf := map[string]int64{}
 	encs := map[string]bool{}
 	err = b.List(ctx, "", func(o storage.ObjectInfo) error {
 		if storage.IsTempName(o.Key) {
@@ -62,6 +64,7 @@ func openImages(ctx context.Context, root string, opts *Options, bs *buckets) (S
 		}
 		encs[enc] = true
 		keys = append(keys, o.Key)
+		sizeOf[o.Key] = o.Size
 		return nil
 	})
 	if err != nil {
@@ -96,6 +99,7 @@ func openImages(ctx context.Context, root string, opts *Options, bs *buckets) (S
 		}
 		c, _, _ := strings.Cut(k, "/")
 		im.files = append(im.files, k)
+		im.sizes = append(im.sizes, sizeOf[k])
 		im.labels = append(im.labels, classIdx[c])
 	}
 	return im, nil
@@ -121,13 +125,13 @@ func (im *images) Read(ctx context.Context, dst []Item, max int) ([]Item, error)
 	for n := 0; n < max && im.next < len(im.files); n++ {
 		k := im.files[im.next]
 		im.next++
-		dst = append(dst, Item{File: im.b.URL(k), Pos: int64(im.next), Data: []byte(k), Label: im.labels[im.next-1], Aux: im.b})
+		dst = append(dst, Item{File: im.b.URL(k), Pos: int64(im.next), Data: []byte(k), Label: im.labels[im.next-1], Aux: im.sizes[im.next-1]})
 	}
 	return dst, nil
 }
 
 func (im *images) Decode(ctx context.Context, it *Item, fn FieldFunc) error {
-	data, err := storage.ReadAll(ctx, im.b, string(it.Data), MaxImageBytes)
+	data, err := readSized(ctx, im.b, string(it.Data), it.Aux.(int64))
 	if err != nil {
 		return fmt.Errorf("input: read image %s: %w", it.File, err)
 	}
@@ -138,3 +142,33 @@ func (im *images) Decode(ctx context.Context, it *Item, fn FieldFunc) error {
 }
 
 func (im *images) Close() error { return errors.Join(im.bs.Close()) }
+
+// readSized reads an object whose size the listing gave, with one exact
+// allocation; an object that changed size since is read whole instead.
+func readSized(ctx context.Context, b storage.Bucket, key string, size int64) ([]byte, error) {
+	if size <= 0 || size > MaxImageBytes {
+		return storage.ReadAll(ctx, b, key, MaxImageBytes)
+	}
+	r, err := b.NewRangeReader(ctx, key, 0, -1)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	buf := make([]byte, size+1) // one spare byte detects a grown file
+	n, err := io.ReadFull(r, buf)
+	switch {
+	case err == io.ErrUnexpectedEOF || err == io.EOF:
+		return buf[:n], nil // shrank or exact: what is there now
+	case err != nil:
+		return nil, err
+	}
+	rest, err := io.ReadAll(io.LimitReader(r, MaxImageBytes-int64(n)+1))
+	if err != nil {
+		return nil, err
+	}
+	out := append(buf, rest...)
+	if int64(len(out)) > MaxImageBytes {
+		return nil, fmt.Errorf("larger than %d bytes", MaxImageBytes)
+	}
+	return out, nil
+}
