@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluicedata/sluice/format"
@@ -17,6 +18,7 @@ import (
 	"github.com/sluicedata/sluice/plan"
 	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/storage/filestore"
+	"github.com/sluicedata/sluice/storage/s3store"
 	"github.com/sluicedata/sluice/stream"
 )
 
@@ -182,6 +184,24 @@ func BenchmarkColdStreaming(b *testing.B) {
 			}
 			return nopCloser{bk}
 		}},
+	}
+	if ep := os.Getenv("SLUICE_TEST_S3_ENDPOINT"); ep != "" {
+		stores = append(stores, struct {
+			name string
+			open func(b *testing.B) storage.Bucket
+		}{"s3", func(b *testing.B) storage.Bucket {
+			prefix := fmt.Sprintf("bench/cold-%d", time.Now().UnixNano())
+			bk, err := s3store.New(context.Background(), os.Getenv("SLUICE_TEST_S3_BUCKET"), prefix, &s3store.Options{
+				Endpoint: ep, Region: os.Getenv("SLUICE_TEST_S3_REGION"),
+				Credentials: credentials.NewStaticCredentialsProvider(
+					os.Getenv("SLUICE_TEST_S3_ACCESS_KEY"), os.Getenv("SLUICE_TEST_S3_SECRET_KEY"), ""),
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			uploadDir(b, src, bk)
+			return nopCloser{bk}
+		}})
 	}
 	for _, st := range stores {
 		b.Run(st.name, func(b *testing.B) {

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/sluicedata/sluice/cache"
 	"github.com/sluicedata/sluice/plan"
 	"github.com/sluicedata/sluice/storage"
@@ -35,7 +37,15 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if code == 0 {
+		// Every goroutine an Iterator or the cache starts ends with Close.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // lockedWriter serialises lines written from several goroutines.
