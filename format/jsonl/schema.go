@@ -220,6 +220,14 @@ func (s *Schema) DecodeInto(rec []byte, out format.Sample) error {
 	if !utf8.Valid(rec) {
 		return format.Corruptf("", "record is not valid UTF-8")
 	}
+	if decodeFlat(rec, out) {
+		return nil
+	}
+	return decodeGeneral(rec, out)
+}
+
+// decodeGeneral decodes any record through format.ParseJSON.
+func decodeGeneral(rec []byte, out format.Sample) error {
 	v, err := format.ParseJSON(rec)
 	if err != nil {
 		ce := format.Corruptf("", "bad json record")
