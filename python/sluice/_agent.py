@@ -107,25 +107,31 @@ class Connection:
         self.sock = None
         self._head = bytearray(8)
         deadline = time.monotonic() + start_timeout
-        started = False
+        last_start = None
         delay = 0.005
         while True:
             try:
                 self._connect()
+                hello = self.call(
+                    {"op": "hello", "version": VERSION, "min_version": MIN_VERSION, "software": _SOFTWARE, "pid": self.pid},
+                    "hello",
+                )
                 break
-            except (FileNotFoundError, ConnectionRefusedError) as e:
+            except (FileNotFoundError, ConnectionRefusedError, errors.AgentError) as e:
+                # No agent, or one that is exiting (idle) as we connect.
+                self.close()
                 if not start:
-                    raise errors.AgentError("no agent listens on %s: %s" % (self.path, e)) from None
-                if not started:
+                    raise errors.AgentError("no agent serves %s: %s" % (self.path, e)) from None
+                now = time.monotonic()
+                if now > deadline:
+                    raise errors.AgentError("no agent came up on %s within %.0fs: %s" % (self.path, start_timeout, e)) from None
+                if last_start is None or now - last_start > 1.0:
                     start_agent(self.directory, start_timeout)
-                    started = True
-                elif time.monotonic() > deadline:
-                    raise errors.AgentError("the agent did not come up on %s within %.0fs" % (self.path, start_timeout)) from None
+                    last_start = now
                 # A concurrent winner may hold the lock but not listen yet.
                 time.sleep(delay)
                 delay = min(delay * 2, 0.1)
         _live.add(self)
-        hello = self.call({"op": "hello", "version": VERSION, "min_version": MIN_VERSION, "software": _SOFTWARE, "pid": self.pid}, "hello")
         self.agent_pid = hello.get("pid")
         self.version = hello.get("version")
 
@@ -222,8 +228,17 @@ class Connection:
         self.send(header)
         return self.recv(want)
 
-    def call(self, header, want=None):
-        return self.roundtrip(header, want or "ok")[0]
+    def call(self, header, want=None, timeout=None):
+        """Sends header and returns the reply header. timeout, if given,
+        replaces the connection's read deadline for this request."""
+        if timeout is None or self.sock is None:
+            return self.roundtrip(header, want or "ok")[0]
+        self.sock.settimeout(max(timeout, self.timeout))
+        try:
+            return self.roundtrip(header, want or "ok")[0]
+        finally:
+            if self.sock is not None:
+                self.sock.settimeout(self.timeout)
 
 
 def parse_entries(reply, body):

@@ -229,12 +229,19 @@ class StreamingDataset(_Base):
             c = _agent.Connection(self._agent_dir, timeout=self._timeout)
             self._conn = c
         if self._handle is None:
-            opened = c.call({"op": "open", "dataset": self._wire, "job": self._job, "world": world}, "open")
+            opened = c.call({"op": "open", "dataset": self._wire, "job": self._job, "world": world}, "open",
+                            timeout=self._open_timeout())
             self._handle = opened["handle"]
             if self._info is None or self._info.get("shard_samples") != opened.get("shard_samples"):
                 self._decoders = [_decode.record_decoder(s, self.allow_unsafe_types) for s in opened["schemas"]]
             self._info = opened
         return c
+
+    def _open_timeout(self):
+        # Opening may download every stream's index.json: allow the
+        # download attempts their full time.
+        attempts = max(self.download_retry or 1, 1)
+        return self._timeout + attempts * float(self.download_timeout or 60) * max(len(self.streams or ()), 1)
 
     # -- sizes ------------------------------------------------------------
 
@@ -317,7 +324,8 @@ class StreamingDataset(_Base):
         """
         conn = _agent.Connection(self._agent_dir, timeout=self._timeout)
         try:
-            opened = conn.call({"op": "open", "dataset": self._wire, "job": self._job, "world": world}, "open")
+            opened = conn.call({"op": "open", "dataset": self._wire, "job": self._job, "world": world}, "open",
+                               timeout=self._open_timeout())
             if opened.get("shard_samples") != self._info.get("shard_samples"):
                 raise errors.ProtocolError("the dataset changed while it was in use (shard sizes differ)")
             begin = {"op": "begin", "handle": opened["handle"], "world": world}

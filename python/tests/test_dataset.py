@@ -219,11 +219,11 @@ class AgentLifecycleTest(helpers.AgentCase):
         t0 = time.monotonic()
         got.append(next(it)["id"])
         self.assertLess(time.monotonic() - t0, 15)
-        got += [s["id"] for s in it]
-        self.assertEqual(got, want)
-        new = helpers.agent_pid(self.agent_dir)
+        new = helpers.agent_pid(self.agent_dir)  # the iteration holds it now
         self.assertIsNotNone(new)
         self.assertNotEqual(new, old)
+        got += [s["id"] for s in it]
+        self.assertEqual(got, want)
 
     def test_dead_agent_without_binary_is_a_clear_error(self):
         ds = self.dataset()
