@@ -231,7 +231,7 @@ func (p *pipeline) run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	workers := p.r.Workers
 	ioBound := false
-	if io, ok := p.src.(input.IOBound); ok && io.IOBound() {
+	if iob, ok := p.src.(input.IOBound); ok && iob.IOBound() {
 		ioBound = true
 		workers = max(workers, 4*p.r.Workers, 16) // overlap reads
 	}

@@ -73,6 +73,7 @@ type Error struct {
 	Err error
 }
 
+// Error formats the URL, reason, attempts and cause.
 func (e *Error) Error() string {
 	return fmt.Sprintf("fetch %s: %s after %d attempt(s): %v", e.URL, e.Reason, e.Attempts, e.Err)
 }

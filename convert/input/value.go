@@ -18,6 +18,7 @@ const (
 	JSON // Bytes holds the value's JSON text (an object or array)
 )
 
+// String returns the kind's name.
 func (k Kind) String() string {
 	switch k {
 	case Null:

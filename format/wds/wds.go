@@ -35,6 +35,7 @@ type CorruptError struct {
 	Err error
 }
 
+// Error formats the member, offset and reason.
 func (e *CorruptError) Error() string {
 	var b strings.Builder
 	b.WriteString("wds: corrupt archive")
