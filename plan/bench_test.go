@@ -3,6 +3,7 @@ package plan_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/sluicedata/sluice/plan"
 )
@@ -40,6 +41,7 @@ func BenchmarkRank(b *testing.B) {
 				}
 				shape := plan.Shape{Nodes: 8, RanksPerNode: 8, WorkersPerRank: 8}
 				b.ReportAllocs()
+				cpu := processCPU()
 				for b.Loop() {
 					ep, err := p.Epoch(plan.EpochSpec{Epoch: 1, Shape: shape})
 					if err != nil {
@@ -51,6 +53,7 @@ func BenchmarkRank(b *testing.B) {
 						}
 					}
 				}
+				reportCPU(b, cpu)
 				b.ReportMetric(float64(n)/float64(shape.NumRanks())*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
 			})
 		}
@@ -70,6 +73,7 @@ func BenchmarkResume(b *testing.B) {
 				}
 				shape := plan.Shape{Nodes: 1, RanksPerNode: 8, WorkersPerRank: 8}
 				b.ReportAllocs()
+				cpu := processCPU()
 				for b.Loop() {
 					ep, err := p.Epoch(plan.EpochSpec{SampleInEpoch: n * 9 / 10, Shape: shape})
 					if err != nil {
@@ -79,6 +83,7 @@ func BenchmarkResume(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+				reportCPU(b, cpu)
 			})
 		}
 	}
@@ -122,4 +127,10 @@ func BenchmarkNodeSchedule(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// reportCPU reports the process CPU time per operation since start: on a
+// shared machine wall time also counts the time spent waiting for a core.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(processCPU()-start)/float64(b.N)/1e6, "cpu-ms/op")
 }
