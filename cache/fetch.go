@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -365,7 +366,10 @@ func getRange(ctx context.Context, b storage.Bucket, key string, f *os.File, off
 	}
 	defer r.Close()
 	w := io.NewOffsetWriter(f, off)
-	got, err := io.Copy(w, io.LimitReader(r, n+1))
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	// A large buffer: one pwrite per MiB rather than per 32 KiB.
+	got, err := io.CopyBuffer(struct{ io.Writer }{w}, io.LimitReader(r, n+1), *buf)
 	if err != nil {
 		return err
 	}
@@ -374,6 +378,9 @@ func getRange(ctx context.Context, b storage.Bucket, key string, f *os.File, off
 	}
 	return nil
 }
+
+// copyBufs holds the download copy buffers.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
 
 // inflate decompresses f.Zip into p, checking the output size.
 // The compressed bytes come from zpart when it is set, else from the

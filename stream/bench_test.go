@@ -221,7 +221,7 @@ func BenchmarkColdStreaming(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				ds, err := stream.Open(context.Background(), &stream.Options{Remote: "bench://x", Local: b.TempDir(),
-					Registry: reg, BatchSize: 32, Predownload: 256})
+					Registry: reg, BatchSize: 32, Predownload: 1024})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -254,26 +254,73 @@ func memDatasetFromDir(b *testing.B, dir string) (*storage.Registry, *countingBu
 }
 
 // BenchmarkTimeToFirstSample opens a remote dataset into an empty cache
-// and reads one sample: index GET, plan, shard GET.
+// and reads one sample (index GET, plan, shard GET, open), and reports it
+// against the time of one plain index GET plus one plain shard GET.
 func BenchmarkTimeToFirstSample(b *testing.B) {
 	src := benchDataset(b, 640, 100<<10, 4<<20, "")
+	buckets := map[string]storage.Bucket{}
 	reg, _ := memDatasetFromDir(b, src)
-	b.ReportAllocs()
-	for b.Loop() {
-		ds, err := stream.Open(context.Background(), &stream.Options{Remote: "mem://data", Local: b.TempDir(), Registry: reg, BatchSize: 32})
+	buckets["memstore"], _ = reg.Open(context.Background(), "mem://data")
+	if ep := os.Getenv("SLUICE_TEST_S3_ENDPOINT"); ep != "" {
+		bk, err := s3store.New(context.Background(), os.Getenv("SLUICE_TEST_S3_BUCKET"),
+			fmt.Sprintf("bench/ttfs-%d", time.Now().UnixNano()), &s3store.Options{
+				Endpoint: ep, Region: os.Getenv("SLUICE_TEST_S3_REGION"),
+				Credentials: credentials.NewStaticCredentialsProvider(
+					os.Getenv("SLUICE_TEST_S3_ACCESS_KEY"), os.Getenv("SLUICE_TEST_S3_SECRET_KEY"), ""),
+			})
 		if err != nil {
 			b.Fatal(err)
 		}
-		ep, err := ds.NewEpoch(context.Background(), plan.World{Nodes: 1, RanksPerNode: 1}, 1)
-		if err != nil {
-			b.Fatal(err)
+		uploadDir(b, src, bk)
+		buckets["s3"] = nopCloser{bk}
+	}
+	for _, name := range []string{"memstore", "s3"} {
+		bucket, ok := buckets[name]
+		if !ok {
+			continue
 		}
-		it, _ := ep.RankIter(context.Background())
-		if !it.Next() {
-			b.Fatal(it.Err())
-		}
-		it.Close()
-		ds.Close()
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			reg := &storage.Registry{}
+			reg.Register("bench", func(context.Context, *url.URL) (storage.Bucket, error) { return bucket, nil })
+			// The reference: one index GET plus one shard GET.
+			var ref time.Duration
+			const refRuns = 5
+			for range refRuns {
+				start := time.Now()
+				for _, k := range []string{format.IndexFile, "shard.00000.mds"} {
+					r, err := bucket.NewRangeReader(ctx, k, 0, -1)
+					if err != nil {
+						b.Fatal(err)
+					}
+					io.Copy(io.Discard, r)
+					r.Close()
+				}
+				ref += time.Since(start)
+			}
+			ref /= refRuns
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				ds, err := stream.Open(ctx, &stream.Options{Remote: "bench://x", Local: b.TempDir(), Registry: reg, BatchSize: 32})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ep, err := ds.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 1}, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				it, _ := ep.RankIter(ctx)
+				if !it.Next() {
+					b.Fatal(it.Err())
+				}
+				it.Close()
+				ds.Close()
+			}
+			per := b.Elapsed() / time.Duration(b.N)
+			b.ReportMetric(float64(ref.Microseconds())/1e3, "ms-2GETs")
+			b.ReportMetric(float64(per)/float64(ref), "x-2GETs")
+		})
 	}
 }
 

@@ -377,6 +377,12 @@ func (it *Iterator) prefetch(ctx context.Context) {
 			ahead = ahead[1:]
 		}
 		budget := it.d.prefetchBudget()
+		if pos == 0 {
+			// Until the first sample is out, fetch only its shard: the
+			// time to first sample is one shard's download, not a share
+			// of many.
+			budget = min(budget, 1)
+		}
 		for next < int64(len(it.ids)) && next < pos+window && len(ahead) < budget && retryAt.Load() < 0 {
 			id := it.ids[next]
 			at := next
