@@ -577,8 +577,10 @@ func (b *Bucket) fail(ctx context.Context, op, key string, err error) error {
 		he.Code = apiErr.ErrorCode()
 	}
 	var re *awshttp.ResponseError
+	bucketRegion := ""
 	if errors.As(err, &re) && re.Response != nil {
 		he.RetryAfter = storage.ParseRetryAfter(re.Response.Header.Get("Retry-After"), time.Now())
+		bucketRegion = re.Response.Header.Get("X-Amz-Bucket-Region")
 	}
 	if authCodes[he.Code] && status != http.StatusUnauthorized && status != http.StatusForbidden {
 		// Some S3-compatible stores answer an unknown key with another
@@ -592,8 +594,14 @@ func (b *Bucket) fail(ctx context.Context, op, key string, err error) error {
 		he.Err = fmt.Errorf("bucket %q does not exist at %s: %w", b.name, b.endpointName(), err)
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		he.Err = fmt.Errorf("%s: %w", b.describeAccess(ctx), err)
+	case bucketRegion != "" && bucketRegion != b.region && status != http.StatusNotFound:
+		he.Err = fmt.Errorf("bucket %q is in region %s but requests are signed for %s (set AWS_REGION=%s or ?region=%s): %w",
+			b.name, bucketRegion, b.region, bucketRegion, bucketRegion, err)
 	case status == http.StatusMovedPermanently || he.Code == "PermanentRedirect" || he.Code == "AuthorizationHeaderMalformed":
 		he.Err = fmt.Errorf("requests are signed for region %s, which is not the bucket's (set AWS_REGION or ?region=): %w", b.region, err)
+	case status == http.StatusBadRequest && op == "stat" && (he.Code == "" || he.Code == "BadRequest"):
+		// The answer to a HEAD carries no error document.
+		he.Err = fmt.Errorf("the usual cause is a wrong region (requests are signed for %s; set AWS_REGION or ?region=): %w", b.region, err)
 	}
 	return he
 }

@@ -300,3 +300,31 @@ func TestRequesterPays(t *testing.T) {
 		t.Errorf("read %q, want %q", got, "paid")
 	}
 }
+
+// TestWrongRegion checks that a request signed for another region than the
+// bucket's fails at once with a message that says so.
+func TestWrongRegion(t *testing.T) {
+	s := testServer(t)
+	if s.region == "" || s.region == "us-west-2" {
+		t.Skip("the server's region is not known to differ from us-west-2")
+	}
+	opts := s.options()
+	opts.Region = "us-west-2"
+	b, err := s3store.New(t.Context(), s.bucket, uniquePrefix(t), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	// A GET: the answer to a HEAD has no body to say what went wrong.
+	_, err = b.NewRangeReader(t.Context(), "x", 0, -1)
+	if err == nil {
+		t.Fatal("a get signed for the wrong region succeeded")
+	}
+	t.Logf("error: %v", err)
+	if storage.IsRetryable(err) {
+		t.Errorf("IsRetryable(%v) = true, want false", err)
+	}
+	if !strings.Contains(err.Error(), "us-west-2") {
+		t.Errorf("error %q does not name the region used", err)
+	}
+}
