@@ -260,47 +260,79 @@ func (g *Generator) SkipShuffle(n int) {
 			i--
 		}
 	}
-	// Both halves of each 64-bit draw are tried in turn; the accept
-	// decisions are written without branches (they are unpredictable), and
-	// the mask is fixed while i stays in [floor, 2·floor).
-	sh, sl := g.state.hi, g.state.lo
-	ih, il := g.inc.hi, g.inc.lo
-	for i > 0 {
-		mask := uint64(1)<<bits.Len64(i) - 1
-		floor := (mask + 1) >> 1
-		for i >= floor {
-			hi, lo := bits.Mul64(sl, pcgMult.lo)
-			hi += sh*pcgMult.lo + sl*pcgMult.hi
-			var c uint64
-			lo, c = bits.Add64(lo, il, 0)
-			hi, _ = bits.Add64(hi, ih, c)
-			sh, sl = hi, lo
-			x := bits.RotateLeft64(hi^lo, -int(hi>>58))
-			var d uint64
-			if x&0xffffffff&mask <= i {
-				d = 1
-			}
-			i -= d
-			if i < floor {
-				// The high half belongs to the next mask (or stays buffered
-				// when the shuffle is done).
-				if i == 0 {
-					g.buf, g.has32 = uint32(x>>32), true
-					break
-				}
-				if (x>>32)&(mask>>1) <= i {
-					i--
-				}
-				break
-			}
-			d = 0
-			if (x>>32)&mask <= i {
-				d = 1
-			}
-			i -= d
-		}
+	if i == 0 {
+		return
 	}
-	g.state = u128{sh, sl}
+	// Two interleaved lanes of the LCG: lane a holds state k+1 and lane b
+	// state k+2, and both advance by two steps (x -> M²x + (M+1)·inc), so
+	// the two 128-bit multiply chains run in parallel instead of one after
+	// the other. Both 32-bit halves of each output are tried in turn; the
+	// accept decisions are branch-free (they are unpredictable) and the mask
+	// only changes when i falls below floor (rare, predictable).
+	m2 := mul128(pcgMult, pcgMult)
+	c2 := mul128(add128(pcgMult, u128{0, 1}), g.inc)
+	a := add128(mul128(g.state, pcgMult), g.inc)
+	b := add128(mul128(a, pcgMult), g.inc)
+	ah, al, bh, bl := a.hi, a.lo, b.hi, b.lo
+	mask := uint64(1)<<bits.Len64(i) - 1
+	floor := (mask + 1) >> 1
+	var rej uint64
+	for {
+		x := bits.RotateLeft64(ah^al, -int(ah>>58))
+		_, rej = bits.Sub64(i, x&0xffffffff&mask, 0)
+		i, _ = bits.Add64(i, ^uint64(0), rej)
+		if i < floor {
+			if i == 0 {
+				g.buf, g.has32 = uint32(x>>32), true
+				g.state = u128{ah, al}
+				return
+			}
+			mask >>= 1
+			floor >>= 1
+		}
+		_, rej = bits.Sub64(i, (x>>32)&mask, 0)
+		i, _ = bits.Add64(i, ^uint64(0), rej)
+		if i < floor {
+			if i == 0 {
+				g.state = u128{ah, al}
+				return
+			}
+			mask >>= 1
+			floor >>= 1
+		}
+		y := bits.RotateLeft64(bh^bl, -int(bh>>58))
+		_, rej = bits.Sub64(i, y&0xffffffff&mask, 0)
+		i, _ = bits.Add64(i, ^uint64(0), rej)
+		if i < floor {
+			if i == 0 {
+				g.buf, g.has32 = uint32(y>>32), true
+				g.state = u128{bh, bl}
+				return
+			}
+			mask >>= 1
+			floor >>= 1
+		}
+		_, rej = bits.Sub64(i, (y>>32)&mask, 0)
+		i, _ = bits.Add64(i, ^uint64(0), rej)
+		if i < floor {
+			if i == 0 {
+				g.state = u128{bh, bl}
+				return
+			}
+			mask >>= 1
+			floor >>= 1
+		}
+		// Advance both lanes two steps.
+		hi, lo := bits.Mul64(al, m2.lo)
+		hi += ah*m2.lo + al*m2.hi
+		var c uint64
+		al, c = bits.Add64(lo, c2.lo, 0)
+		ah, _ = bits.Add64(hi, c2.hi, c)
+		hi, lo = bits.Mul64(bl, m2.lo)
+		hi += bh*m2.lo + bl*m2.hi
+		bl, c = bits.Add64(lo, c2.lo, 0)
+		bh, _ = bits.Add64(hi, c2.hi, c)
+	}
 }
 
 // shuffleLoop runs numpy's Fisher–Yates loop on x: for i = len(x)-1 down to

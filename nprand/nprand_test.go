@@ -232,7 +232,7 @@ func TestAdvance(t *testing.T) {
 }
 
 func TestSkipShuffle(t *testing.T) {
-	sizes := []int{0, 1, 2, 3, 4, 5, 8, 9, 17, 64, 65, 1000, 4097, 70000}
+	sizes := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33, 64, 65, 1000, 4096, 4097, 65537, 70000}
 	for seed := range uint64(20) {
 		for _, n := range sizes {
 			for pre := range 2 { // pre = 1 starts with a buffered 32-bit half
@@ -377,5 +377,15 @@ func BenchmarkSkipShuffle1M(b *testing.B) {
 	g := nprand.New(1)
 	for b.Loop() {
 		g.SkipShuffle(1 << 20)
+	}
+}
+
+// BenchmarkShuffleSpan shuffles a 4096-element span (an MDS shard of small
+// samples; cache-resident, so the generator dominates).
+func BenchmarkShuffleSpan(b *testing.B) {
+	x := arange(4096)
+	g := nprand.New(1)
+	for b.Loop() {
+		g.ShuffleInt64(x)
 	}
 }
