@@ -29,12 +29,18 @@ vgw=$!
 go_tool fake-gcs-server github.com/fsouza/fake-gcs-server "$FAKE_GCS_VERSION" &
 fgcs=$!
 
-# Azurite needs Node.js and npm; install Debian's when missing.
-if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
-  echo "deps-services: installing nodejs and npm from apt"
+# Azurite needs Node.js and npm; services.sh creates buckets with curl
+# (SigV4-signed for S3) and openssl (the Azure shared-key signature).
+# Install Debian's packages for whichever is missing.
+missing=()
+for tool in node:nodejs npm:npm curl:curl openssl:openssl; do
+  command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps-services: installing ${missing[*]} from apt"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq nodejs npm >/dev/null
+  apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 az=.ci/azurite
 if [ -x "$az/node_modules/.bin/azurite-blob" ] &&

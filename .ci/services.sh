@@ -4,7 +4,9 @@
 #
 # Servers (installed by .ci/deps-services.sh):
 #   S3     versitygw, posix backend      SLUICE_TEST_S3_ENDPOINT, _BUCKET, _REGION,
-#                                        _ACCESS_KEY, _SECRET_KEY
+#                                        _ACCESS_KEY, _SECRET_KEY (the region is
+#                                        sluice-local-1, not a default, so that
+#                                        region discovery is tested)
 #   GCS    fake-gcs-server, HTTP, memory  SLUICE_TEST_GCS_ENDPOINT, _BUCKET
 #   Azure  Azurite, blob service only    SLUICE_TEST_AZURE_CONNSTR, _CONTAINER
 #
