@@ -3,8 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -15,35 +13,45 @@ import (
 )
 
 func newInspectCommand(e *env) *cobra.Command {
-	var listShards bool
+	var listShards, noStat bool
 	cmd := &cobra.Command{
-		Use:   "inspect DIR",
+		Use:   "inspect DATASET",
 		Short: "Describe a dataset",
-		Long: `Describe the dataset in DIR from its index.json: format, columns and their
-encodings, shards, samples, raw and stored bytes, compression and hashes.`,
+		Long: `Describe the dataset at DATASET (a local directory or a store URL: s3://,
+gs://, az://, https://, file://) from its index.json: format, columns and
+their encodings, shards, samples, raw and stored bytes, compression and
+hashes. The shard files themselves are not read: each is looked up in the
+store (in parallel) to report the bytes actually stored and any file that
+is missing or has another size than the index says; --no-stat skips that.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := localDatasetDir(e, args[0])
-			if err != nil {
-				return err
-			}
-			b, err := os.ReadFile(filepath.Join(dir, format.IndexFile))
+			ctx := cmd.Context()
+			d, err := openDataset(ctx, e, args[0])
 			if err != nil {
 				return fmt.Errorf("inspect: %w", err)
 			}
-			idx, err := format.ParseIndex(b)
+			defer d.Close()
+			idx, err := d.readIndex(ctx)
 			if err != nil {
-				return fmt.Errorf("inspect: %s: %w", dir, err)
+				return fmt.Errorf("inspect: %w", err)
 			}
-			return writeInspect(e.stdout, dir, idx, listShards)
+			var stats map[string]fileStat
+			if !noStat {
+				if stats, err = d.statFiles(ctx, idx); err != nil {
+					return fmt.Errorf("inspect: %w", err)
+				}
+			}
+			return writeInspect(e.stdout, args[0], idx, stats, listShards)
 		},
 	}
 	cmd.Flags().BoolVar(&listShards, "shards", false, "also list every shard")
+	cmd.Flags().BoolVar(&noStat, "no-stat", false, "read index.json only; do not look up the shard files")
 	return cmd
 }
 
-// writeInspect prints the summary of idx.
-func writeInspect(w io.Writer, dir string, idx *format.Index, listShards bool) error {
+// writeInspect prints the summary of idx. stats, when not nil, holds what
+// the store holds for each stored file.
+func writeInspect(w io.Writer, dir string, idx *format.Index, stats map[string]fileStat, listShards bool) error {
 	var raw, stored, empty int64
 	formats := map[string]int{}
 	compressions := map[string]int{}
@@ -104,6 +112,26 @@ func writeInspect(w io.Writer, dir string, idx *format.Index, listShards bool) e
 	fmt.Fprintf(tw, "samples\t%d\n", idx.Samples())
 	fmt.Fprintf(tw, "bytes raw\t%d (%s)\n", raw, humanBytes(raw))
 	fmt.Fprintf(tw, "bytes stored\t%d (%s)\n", stored, humanBytes(stored))
+	if stats != nil {
+		var found, missing, wrong, n int64
+		for k := range idx.Shards {
+			for _, f := range idx.Shards[k].Files() {
+				st := stats[f.Basename]
+				switch {
+				case st.missing:
+					missing++
+				case st.size != f.Bytes:
+					wrong++
+					fallthrough
+				default:
+					n++
+					found += st.size
+				}
+			}
+		}
+		fmt.Fprintf(tw, "in store\t%d files, %d bytes (%s); %d missing, %d of another size\n",
+			n, found, humanBytes(found), missing, wrong)
+	}
 	fmt.Fprintf(tw, "compression\t%s\n", joinCounts(compressions))
 	hl := make([]string, 0, len(hashes))
 	for h := range hashes {
@@ -138,16 +166,29 @@ func writeInspect(w io.Writer, dir string, idx *format.Index, listShards bool) e
 		return nil
 	}
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "\nshard\tsamples\traw bytes\tstored bytes\tfile\n")
+	store := ""
+	if stats != nil {
+		store = "\tin store"
+	}
+	fmt.Fprintf(tw, "\nshard\tsamples\traw bytes\tstored bytes%s\tfile\n", store)
 	for k := range idx.Shards {
 		s := &idx.Shards[k]
 		var st int64
 		var names []string
+		state := ""
+		if stats != nil {
+			state = "\tok"
+		}
 		for _, f := range s.Files() {
 			st += f.Bytes
 			names = append(names, f.Basename)
+			if fs, ok := stats[f.Basename]; ok && fs.missing {
+				state = "\tmissing " + f.Basename
+			} else if ok && fs.size != f.Bytes && state == "\tok" {
+				state = fmt.Sprintf("\t%s has %d bytes", f.Basename, fs.size)
+			}
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\n", k, s.Samples, s.RawData.Bytes, st, strings.Join(names, ", "))
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d%s\t%s\n", k, s.Samples, s.RawData.Bytes, st, state, strings.Join(names, ", "))
 	}
 	return tw.Flush()
 }

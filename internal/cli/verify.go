@@ -11,24 +11,28 @@ const verifyUnsoundCode = 2
 
 func newVerifyCommand(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use:   "verify DIR",
+		Use:   "verify DATASET",
 		Short: "Check a dataset's index, files, hashes and samples",
-		Long: `Check the dataset in DIR: index.json parses; every shard file exists with the
-size and digests the index records; and every sample decodes. For MDS shards
-the decompressed form is also checked against the raw digests and each
-shard's header and offsets against the index. JSON-lines and CSV/TSV/XSV
-shards are checked through their own readers.
+		Long: `Check the dataset at DATASET (a local directory or a store URL: s3://,
+gs://, az://, https://, file://): index.json parses; every shard file exists
+with the size and digests the index records; and every sample decodes.
+Compressed files are also checked against the raw digests after
+decompression. MDS shards' headers and offsets, and the JSON-lines and
+CSV/TSV/XSV shards' meta files (offsets and config), are checked against
+the index. The shards of a remote dataset are downloaded into a temporary
+directory a few at a time and removed once checked.
 
 Exit status: 0 when the dataset is sound, 2 when problems were found (each
 printed on stderr with file, shard, sample and problem), 1 when the check
 could not run.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := localDatasetDir(e, args[0])
+			d, err := openDataset(cmd.Context(), e, args[0])
 			if err != nil {
-				return err
+				return fmt.Errorf("verify: %w", err)
 			}
-			st, err := verifyDataset(cmd.Context(), dir, func(p error) {
+			defer d.Close()
+			st, err := verifyDataset(cmd.Context(), d, func(p error) {
 				fmt.Fprintf(e.stderr, "problem: %v\n", p)
 			})
 			if err != nil {
@@ -37,7 +41,7 @@ could not run.`,
 			fmt.Fprintf(e.stdout, "%d shards, %d samples, %d files, %d bytes checked: %d problems\n",
 				st.Shards, st.Samples, st.Files, st.Bytes, st.Problems)
 			if st.Problems > 0 {
-				return &ExitError{Code: verifyUnsoundCode, Err: fmt.Errorf("verify: %s: %d problems", dir, st.Problems)}
+				return &ExitError{Code: verifyUnsoundCode, Err: fmt.Errorf("verify: %s: %d problems", args[0], st.Problems)}
 			}
 			return nil
 		},
