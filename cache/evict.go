@@ -47,7 +47,7 @@ var errNoRoom = errors.New("no room")
 func (c *Cache) reserve(ctx context.Context, n, distance int64, demand bool, d *Dataset, shard int, create func() error) error {
 	lim := c.opts.Limit
 	if lim > 0 && n > lim {
-		return &LimitError{Dir: c.dir, Limit: lim, Min: n, Reason: "a single shard (raw plus compressed) is larger than the limit"}
+		return &LimitError{Dir: c.dir, Limit: lim, Min: n, Reason: fmt.Sprintf("%d bytes must be held at once (a shard's raw and compressed forms, or an index file)", n)}
 	}
 	if !demand {
 		// A prefetch needed no sooner than one just refused, with nothing

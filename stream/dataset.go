@@ -335,10 +335,33 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (*
 		if err != nil {
 			return nil, 0, fmt.Errorf("stream: read index: %w", err)
 		}
-		if _, err := parseIndex(st.bucket.URL(format.IndexFile), b); err != nil {
+		idx, err := parseIndex(st.bucket.URL(format.IndexFile), b)
+		if err != nil {
 			return nil, 0, err
 		}
-		err := d.cache.WriteFile(ctx, filepath.ToSlash(filepath.Join(rel, format.IndexFile)), b)
+		// Fail before caching anything when the limit cannot hold the
+		// index plus one shard leased and one being fetched.
+		if lim := d.cache.Limit(); lim > 0 {
+			var foot int64
+			for i := range idx.Shards {
+				var n int64
+				for _, f := range idx.Shards[i].Files() {
+					n += f.Bytes
+				}
+				if idx.Shards[i].ZipData != nil {
+					n += idx.Shards[i].RawData.Bytes
+					if idx.Shards[i].RawMeta != nil {
+						n += idx.Shards[i].RawMeta.Bytes
+					}
+				}
+				foot = max(foot, n)
+			}
+			if need := int64(len(b)) + 2*foot; need > lim {
+				return nil, 0, fmt.Errorf("stream: %w", &cache.LimitError{Dir: d.cache.Dir(), Limit: lim, Min: need,
+					Reason: fmt.Sprintf("the index (%d bytes) plus one leased shard and one being fetched, of up to %d bytes each", len(b), foot)})
+			}
+		}
+		err = d.cache.WriteFile(ctx, filepath.ToSlash(filepath.Join(rel, format.IndexFile)), b)
 		if errors.Is(err, cache.ErrBusy) {
 			// Another process on the node is caching the same index.
 			idx, err := parseIndex(st.bucket.URL(format.IndexFile), b)
