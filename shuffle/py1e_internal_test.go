@@ -7,7 +7,8 @@ import (
 )
 
 // TestPy1eChunks forces tiny evaluation windows so that the chunked path
-// (margins on both sides of every chunk) is compared with one-pass output.
+// (margins on both sides of every chunk) is compared with one-pass output;
+// the sparse path is off.
 func TestPy1eChunks(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 3))
 	for it := range 30 {
@@ -26,12 +27,82 @@ func TestPy1eChunks(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.impl.(*py1e).chunk = int64(1 + r.IntN(40))
+		s.impl.(*py1e).sparseMax = -1
 		got := make([]int64, s.Len())
 		if err := s.Fill(got, 0); err != nil {
 			t.Fatal(err)
 		}
 		if !slices.Equal(want, got) {
 			t.Fatalf("case %d %+v: chunked output differs\nwant %v\ngot  %v", it, p, want, got)
+		}
+	}
+}
+
+// TestPy1eSparse compares short requests served by fillSparse with the
+// whole permutation, with the default slack and with a slack of 1 that
+// forces widened retries and fallbacks to the window path.
+func TestPy1eSparse(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 8))
+	for it := range 60 {
+		sizes := make([]int64, 1+r.IntN(12))
+		for i := range sizes {
+			sizes[i] = int64(r.IntN(400))
+		}
+		p := Params{Algo: Py1e, UnitSizes: sizes, NumCanonicalNodes: 1 + r.IntN(3),
+			Seed: int64(it), Epoch: int64(r.IntN(3)), BlockSize: int64(1 + r.IntN(500))}
+		want, err := Get(p)
+		if err != nil {
+			continue // a canonical node without samples
+		}
+		s, err := New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := s.impl.(*py1e)
+		if it%2 == 1 {
+			e.sparseSlack = 1
+		}
+		for range 20 {
+			pos := r.Int64N(s.Len())
+			n := 1 + r.Int64N(min(s.Len()-pos, 50))
+			got := make([]int64, n)
+			if err := s.Fill(got, pos); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(want[pos:pos+n], got) {
+				t.Fatalf("case %d %+v [%d, %d): sparse output differs\nwant %v\ngot  %v", it, p, pos, pos+n, want[pos:pos+n], got)
+			}
+		}
+	}
+}
+
+// TestPy1eSparseLarge checks fillSparse on one canonical node of 200K
+// samples with the default block size (margins far larger than requests),
+// at the start, the middle and the end of the node, without falling back.
+func TestPy1eSparseLarge(t *testing.T) {
+	sizes := make([]int64, 50)
+	for i := range sizes {
+		sizes[i] = 4000
+	}
+	p := Params{Algo: Py1e, UnitSizes: sizes, NumCanonicalNodes: 1, Seed: 17, Epoch: 2, BlockSize: 1 << 16}
+	want, err := Get(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := s.impl.(*py1e)
+	for _, pos := range []int64{0, 1, 31, 1000, 99_990, 100_000, 199_000, 199_968} {
+		// One canonical node: node-relative positions are positions. The
+		// default slack must not need the window path.
+		got := make([]int64, 32)
+		if !e.fillSparse(got, 0, pos, pos+32) {
+			t.Fatalf("[%d, %d): fillSparse gave up", pos, pos+32)
+		}
+		if !slices.Equal(want[pos:pos+32], got) {
+			t.Fatalf("[%d, %d): got %v, want %v", pos, pos+32, got, want[pos:pos+32])
 		}
 	}
 }
