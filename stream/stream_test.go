@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -71,4 +74,85 @@ func TestOpenLimitTooSmall(t *testing.T) {
 		}
 	}
 	ds.Close()
+}
+
+func TestValidateHashRejectsCorruptShard(t *testing.T) {
+	ctx := context.Background()
+	reg, cb := memDataset(t, spec{samples: 50, payload: 100, sizeLimit: 2000, hashes: []string{"sha1", "xxh64"}})
+	// Flip one byte of the first shard in the store.
+	key := "shard.00000.mds"
+	r, err := cb.Bucket.NewRangeReader(ctx, key, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	buf.ReadFrom(r)
+	r.Close()
+	b := buf.Bytes()
+	b[len(b)-1] ^= 0xff
+	w, _ := cb.Bucket.NewWriter(ctx, key, nil)
+	w.Write(b)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	local := t.TempDir()
+	ds, err := stream.Open(ctx, &stream.Options{Remote: "mem://data", Local: local, Registry: reg, ValidateHash: "sha1", DownloadRetry: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	_, err = ds.Get(ctx, 0)
+	if err == nil || !strings.Contains(err.Error(), "checksum failure") || !strings.Contains(err.Error(), key) {
+		t.Fatalf("Get of a corrupt shard = %v, want a checksum failure naming %s", err, key)
+	}
+	if _, err := os.Stat(filepath.Join(local, key)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("corrupt shard kept in the cache: %v", err)
+	}
+	// Another shard is fine.
+	if _, err := ds.Get(ctx, 49); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRestartDropsWrongSizeFiles(t *testing.T) {
+	ctx := context.Background()
+	reg, cb := memDataset(t, spec{samples: 50, payload: 100, sizeLimit: 2000})
+	local := t.TempDir()
+	open := func() *stream.Dataset {
+		ds, err := stream.Open(ctx, &stream.Options{Remote: "mem://data", Local: local, Registry: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds
+	}
+	ds := open()
+	if _, err := ds.Get(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	ds.Close()
+	// Truncate the cached shard, as a disk problem might; leave a stale
+	// temporary file as a killed process would.
+	p := filepath.Join(local, "shard.00000.mds")
+	if err := os.Truncate(p, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(local, "shard.00001.mds.part"), []byte("partial"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ds = open()
+	defer ds.Close()
+	if _, err := os.Stat(filepath.Join(local, "shard.00001.mds.part")); !errors.Is(err, fs.ErrNotExist) {
+		t.Error("stale temporary file survived a restart")
+	}
+	s, err := ds.Get(ctx, 0)
+	if err != nil || sampleID(t, s) != 0 {
+		t.Fatalf("Get(0) after restart = %v, %v", s, err)
+	}
+	if n := cb.counts()["shard.00000.mds"]; n != 2 {
+		t.Errorf("the truncated shard was downloaded %d times in all, want 2 (again after the restart)", n)
+	}
+	u, _ := ds.Cache().Usage(ctx)
+	if d := dirBytes(local); u != d {
+		t.Errorf("usage %d, files %d", u, d)
+	}
 }
