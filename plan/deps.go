@@ -95,7 +95,9 @@ func newPermuter(algo string, units []int64, ncn int, seed, epoch, block int64) 
 	chunk := int64(1 << 16)
 	switch algo {
 	case AlgoPy1e:
-		chunk = max(chunk, 4*block)
+		// The shuffle's own window length: a shorter request pays the
+		// window margins (about 2.5 blocks) more often.
+		chunk = max(chunk, 4*block, s.ChunkHint())
 	case AlgoPy1br, AlgoPy1b:
 		chunk = max(chunk, 4*block)
 	case AlgoPy1s, AlgoPy2s:
