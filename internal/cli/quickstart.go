@@ -53,7 +53,7 @@ network:
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.dir, "dir", "", "working directory (default: a new temporary directory, removed afterwards)")
-	fl.StringVar(&f.size, "size", "64mb", `approximate dataset size ("300mb")`)
+	fl.StringVar(&f.size, "size", "256mb", `approximate dataset size ("1gb"; small sizes run faster)`)
 	fl.BoolVar(&f.keep, "keep", false, "keep the working directory")
 	return cmd
 }
