@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/internal/atomicfile"
 )
 
 // SubIndex is one sub-dataset to merge: its index and its directory
@@ -117,7 +118,7 @@ func Merge(root string) (*format.Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(filepath.Join(root, format.IndexFile), 0o644, format.AppendIndex(nil, merged)); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(root, format.IndexFile), 0o644, format.AppendIndex(nil, merged)); err != nil {
 		return nil, fmt.Errorf("mds: merge: %w", err)
 	}
 	return merged, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/format/compress"
 	"github.com/sluicedata/sluice/format/hashing"
+	"github.com/sluicedata/sluice/internal/atomicfile"
 )
 
 // DefaultSizeLimit is MosaicML's default shard size limit (64 MiB).
@@ -368,7 +369,7 @@ func (w *Writer) process(j *job) error {
 		}
 	}
 	j.path = filepath.Join(w.dir, j.name)
-	if err := writeFileAtomic(j.path, 0o644, data); err != nil {
+	if err := atomicfile.WriteFile(j.path, 0o644, data); err != nil {
 		return fmt.Errorf("mds: %w", err)
 	}
 	return nil
@@ -417,7 +418,7 @@ func (w *Writer) Finish() error {
 		idx.Shards = []format.ShardInfo{}
 	}
 	path := filepath.Join(w.dir, format.IndexFile)
-	if err := writeFileAtomic(path, 0o644, format.AppendIndex(nil, idx)); err != nil {
+	if err := atomicfile.WriteFile(path, 0o644, format.AppendIndex(nil, idx)); err != nil {
 		return w.fail(fmt.Errorf("mds: %w", err))
 	}
 	if w.opts.OnFileDone != nil {

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/internal/stores"
 	"github.com/sluicedata/sluice/storage"
@@ -111,35 +113,19 @@ func (d *dataset) statFiles(ctx context.Context, idx *format.Index) (map[string]
 	return out, err
 }
 
-// forEachLimit calls fn for 0..n-1 with at most limit calls at once, and
-// returns the first error (after which the remaining calls see a cancelled
-// context and are not started).
+// forEachLimit calls fn for 0..n-1, at most limit calls at once, and
+// returns the first error; after it, calls not yet started are skipped
+// and the running ones see a cancelled context.
 func forEachLimit(ctx context.Context, n, limit int, fn func(ctx context.Context, i int) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	sem := make(chan struct{}, limit)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := fn(ctx, i); err != nil {
-				cancel(err)
-			}
-		}()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(limit)
+	for i := 0; i < n && gctx.Err() == nil; i++ {
+		g.Go(func() error { return fn(gctx, i) })
 	}
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
+	if err := g.Wait(); err != nil {
 		return err
 	}
-	return nil
+	return ctx.Err()
 }
 
 // shardDir is a directory holding the stored files of one shard, under

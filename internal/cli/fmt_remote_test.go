@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -392,5 +394,78 @@ func TestMergeRemote(t *testing.T) {
 	empty := memstore.New("empty")
 	if _, _, err := runWith(t, memRegistry(empty), "merge", "mem://empty"); err == nil || !strings.Contains(err.Error(), "no sub-dataset") {
 		t.Errorf("merge of an empty store: %v", err)
+	}
+}
+
+// denyKey refuses reads of one key, as a store refusing access would.
+type denyKey struct {
+	storage.Bucket
+	key string
+}
+
+func (d denyKey) NewRangeReader(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	if key == d.key {
+		return nil, fmt.Errorf("read %s: %w", key, fs.ErrPermission)
+	}
+	return d.Bucket.NewRangeReader(ctx, key, off, n)
+}
+
+// TestRemoteFetchFailure checks that a shard that cannot be fetched stops
+// verify and dump with an error naming it (not a "problem" of the data),
+// leaving no temporary files.
+func TestRemoteFetchFailure(t *testing.T) {
+	src := filepath.Join(fmtFixtures, "mixed_zstd", "data")
+	if _, err := os.Stat(src); err != nil {
+		t.Skip("fixture missing")
+	}
+	noFetchLeftovers(t)
+	r := memRegistry(denyKey{toMem(t, src), "shard.00003.mds.zstd"})
+	for _, cmd := range []string{"verify", "dump"} {
+		_, _, err := runWith(t, r, cmd, "mem://x")
+		var ee *ExitError
+		if err == nil || errors.As(err, &ee) || !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), "shard.00003.mds.zstd") {
+			t.Errorf("%s: %v", cmd, err)
+		}
+	}
+}
+
+// TestEachShardCancel stops a remote walk midway by cancelling its context:
+// the walk returns the cancellation, and every fetched file is gone.
+func TestEachShardCancel(t *testing.T) {
+	src := filepath.Join(fmtFixtures, "mixed_zstd", "data")
+	if _, err := os.Stat(src); err != nil {
+		t.Skip("fixture missing")
+	}
+	noFetchLeftovers(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e := &env{stdout: io.Discard, stderr: io.Discard, registry: memRegistry(toMem(t, src))}
+	d, err := openDataset(ctx, e, "mem://x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	idx, err := d.readIndex(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []int
+	err = d.eachShard(ctx, idx, 1, len(idx.Shards), func(k int, dir string, fetchErr error) error {
+		if fetchErr != nil {
+			return fetchErr
+		}
+		for _, f := range idx.Shards[k].Files() {
+			if _, err := os.Stat(filepath.Join(dir, f.Basename)); err != nil {
+				t.Errorf("shard %d: %v", k, err)
+			}
+		}
+		seen = append(seen, k)
+		if len(seen) == 2 {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || fmt.Sprint(seen) != "[1 2]" {
+		t.Fatalf("walk gave %v after shards %v", err, seen)
 	}
 }

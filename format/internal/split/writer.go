@@ -1,7 +1,6 @@
 package split
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/format/compress"
 	"github.com/sluicedata/sluice/format/hashing"
+	"github.com/sluicedata/sluice/internal/atomicfile"
 )
 
 // Options configures a Writer. The format packages fill it from their own
@@ -275,7 +275,7 @@ func (w *Writer) process(j *job) error {
 		}
 		j.names[i] = name
 		j.paths[i] = filepath.Join(w.dir, name)
-		if err := WriteFileAtomic(j.paths[i], out); err != nil {
+		if err := atomicfile.WriteFile(j.paths[i], 0o644, out); err != nil {
 			return fmt.Errorf("%s: %w", w.opts.Prefix, err)
 		}
 	}
@@ -332,7 +332,7 @@ func (w *Writer) Finish() error {
 		idx.Shards = []format.ShardInfo{}
 	}
 	path := filepath.Join(w.dir, format.IndexFile)
-	if err := WriteFileAtomic(path, format.AppendIndex(nil, idx)); err != nil {
+	if err := atomicfile.WriteFile(path, 0o644, format.AppendIndex(nil, idx)); err != nil {
 		return w.fail(fmt.Errorf("%s: %w", w.opts.Prefix, err))
 	}
 	if w.opts.OnFileDone != nil {
@@ -368,45 +368,4 @@ func (w *Writer) Shards() []format.ShardInfo {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]format.ShardInfo(nil), w.shards...)
-}
-
-// WriteFileAtomic writes b to path through a temporary file in the same
-// directory, synced before it is renamed into place, then syncs the
-// directory so the rename is durable. Readers never see a partial file.
-func WriteFileAtomic(path string, b []byte) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(b); err != nil {
-		return err
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
 }
