@@ -237,8 +237,14 @@ func (it *Iterator) release() {
 // ID returns the current sample's global ID.
 func (it *Iterator) ID() int64 { return it.id }
 
-// Shard returns the current sample's global shard ID and index in it.
-func (it *Iterator) Shard() (shard, index int) { return it.cur.shard, it.j }
+// Shard returns the current sample's global shard ID and index in it,
+// or -1, -1 without a current sample.
+func (it *Iterator) Shard() (shard, index int) {
+	if it.cur == nil {
+		return -1, -1
+	}
+	return it.cur.shard, it.j
+}
 
 // Record returns the current sample's raw record. It is a view into the
 // mapped shard, valid until the next call to Next or Close.
@@ -246,6 +252,9 @@ func (it *Iterator) Record() []byte { return it.rec }
 
 // Sample decodes the current sample.
 func (it *Iterator) Sample() (format.Sample, error) {
+	if it.cur == nil {
+		return nil, errors.New("stream: Sample called without a current sample")
+	}
 	s, err := it.cur.sample(it.j)
 	if err != nil {
 		return nil, fmt.Errorf("stream: sample %d: %w", it.id, err)
