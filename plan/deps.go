@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 
 	"github.com/sluicedata/sluice/partition"
 	"github.com/sluicedata/sluice/shuffle"
@@ -74,8 +75,9 @@ func shuffleFull(algo string, units []int64, ncn int, seed, epoch, block int64) 
 // materialising the permutation: it fills only the ranges of positions that
 // are asked for.
 type permuter struct {
-	s     *shuffle.Shuffle
-	chunk int64 // positions filled per Fill call
+	s      *shuffle.Shuffle
+	chunk  int64 // positions filled per Fill call
+	gather bool  // ask for the requested positions only (py1e: memory ∝ them)
 }
 
 func newPermuter(algo string, units []int64, ncn int, seed, epoch, block int64) (*permuter, error) {
@@ -103,7 +105,7 @@ func newPermuter(algo string, units []int64, ncn int, seed, epoch, block int64) 
 	case AlgoPy1s, AlgoPy2s:
 		chunk = max(chunk, 4*maxUnit)
 	}
-	return &permuter{s: s, chunk: chunk}, nil
+	return &permuter{s: s, chunk: chunk, gather: algo == AlgoPy1e}, nil
 }
 
 // apply replaces every position x ≥ 0 in ids by perm[x]. It buckets the
@@ -129,7 +131,7 @@ func (p *permuter) apply(ids []int64) error {
 	}
 	chunk := p.chunk
 	nChunks := (hi-lo)/chunk + 1
-	if nChunks == 1 {
+	if nChunks == 1 && !p.gather {
 		buf := make([]int64, hi-lo+1)
 		if err := p.s.Fill(buf, lo); err != nil {
 			return err
@@ -177,6 +179,12 @@ func (p *permuter) apply(ids []int64) error {
 			ch = max(ch, x)
 		}
 		n := ch - cl + 1
+		if p.gather {
+			if err := p.gatherChunk(ids, slots[start[c]:start[c+1]], cl, n); err != nil {
+				return err
+			}
+			continue
+		}
 		if int64(cap(buf)) < n {
 			buf = make([]int64, n)
 		}
@@ -187,6 +195,34 @@ func (p *permuter) apply(ids []int64) error {
 		for _, i := range slots[start[c]:start[c+1]] {
 			ids[i] = buf[ids[i]-cl]
 		}
+	}
+	return nil
+}
+
+// gatherChunk maps the positions ids[i] (i in slots), all within
+// [cl, cl+n), through Shuffle.Gather: a bitmap of the requested positions,
+// their sample IDs compactly, and each slot's index among them from
+// per-word prefix counts.
+func (p *permuter) gatherChunk(ids []int64, slots []int32, cl, n int64) error {
+	words := (n + 63) / 64
+	want := make([]uint64, words)
+	for _, i := range slots {
+		b := ids[i] - cl
+		want[b>>6] |= 1 << (b & 63)
+	}
+	prefix := make([]int32, words)
+	var sel int32
+	for w, x := range want {
+		prefix[w] = sel
+		sel += int32(bits.OnesCount64(x))
+	}
+	got := make([]int64, sel)
+	if _, err := p.s.Gather(got, cl, n, want); err != nil {
+		return wrapDep(err)
+	}
+	for _, i := range slots {
+		b := ids[i] - cl
+		ids[i] = got[prefix[b>>6]+int32(bits.OnesCount64(want[b>>6]&(1<<(b&63)-1)))]
 	}
 	return nil
 }
