@@ -330,3 +330,67 @@ func TestAllLeasedWaitsThenFails(t *testing.T) {
 	l1.Release()
 	l2.Release()
 }
+
+// Two caches on one directory stand for two processes with different
+// datasets: the second evicts the first one's unleased shards rather
+// than waiting, and never the leased one.
+func TestEvictsAnotherProcessesDataset(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	const size = 4096
+	limit := int64(4 * size)
+	opts := &cache.Options{Limit: limit, WaitTimeout: 5 * time.Second}
+	c1, err := cache.Open(ctx, dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	c2, err := cache.Open(ctx, dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	srcX, _, _ := makeSource(t, 4, size, false)
+	srcX.Dir = "x"
+	srcY, _, datasY := makeSource(t, 4, size, false)
+	srcY.Dir = "y"
+	x, err := c1.Add(ctx, srcX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := c2.Add(ctx, srcY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := watchLimit(t, dir, limit)
+	held, err := x.Acquire(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := 1; s < 4; s++ {
+		l, err := x.Acquire(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Release()
+	}
+	for s := range 3 {
+		l, err := y.Acquire(ctx, s)
+		if err != nil {
+			t.Fatalf("dataset y shard %d with x's shards unleased: %v", s, err)
+		}
+		got, _ := os.ReadFile(l.Path(0))
+		if !bytes.Equal(got, datasY[s]) {
+			t.Errorf("y shard %d: wrong bytes", s)
+		}
+		l.Release()
+	}
+	if _, err := os.Stat(held.Path(0)); err != nil {
+		t.Errorf("x's leased shard was evicted: %v", err)
+	}
+	held.Release()
+	stop()
+	if c2.Stats().Evictions < 3 {
+		t.Errorf("second cache evicted %d shards of the first one's dataset, want 3", c2.Stats().Evictions)
+	}
+}

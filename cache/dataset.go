@@ -161,6 +161,9 @@ func (c *Cache) Add(ctx context.Context, src *Source) (*Dataset, error) {
 			if err := d.reconcile(); err != nil {
 				return err
 			}
+			if err := d.writeManifest(); err != nil {
+				return err
+			}
 			n, err := c.recount()
 			if err != nil {
 				return err

@@ -123,8 +123,9 @@ func (c *Cache) reserve(ctx context.Context, n, distance int64, demand bool, d *
 type candidate struct {
 	d       *Dataset
 	shard   int
+	class   int // 0: unplanned here, 1: another process's dataset, 2: planned
 	dist    int64
-	lastUse int64
+	lastUse int64 // Cache.clock, or the file's mtime for class 1
 }
 
 // evict deletes unleased shards until at least need bytes are freed or no
@@ -167,17 +168,37 @@ func (c *Cache) evict(need, distance int64, demand bool, self *Dataset, selfShar
 				continue
 			}
 			dd, ok := dist[d][i]
+			class := 2
 			if !ok {
-				dd = infinity
+				dd, class = infinity, 0
 			}
-			cands = append(cands, candidate{d: d, shard: i, dist: dd, lastUse: st.lastUse})
+			cands = append(cands, candidate{d: d, shard: i, class: class, dist: dd, lastUse: st.lastUse})
+		}
+	}
+	// Datasets registered only by other processes: their plans are not
+	// known here, so they come after this process's unplanned shards,
+	// least recently written first.
+	for _, d := range c.foreignDatasets(datasets) {
+		for i, sh := range d.src.Shards {
+			fi, err := os.Stat(d.path(sh.Files[0].Raw))
+			if err != nil && sh.Files[0].Zip != "" {
+				fi, err = os.Stat(d.path(sh.Files[0].Zip))
+			}
+			if err != nil {
+				continue
+			}
+			cands = append(cands, candidate{d: d, shard: i, class: 1, dist: infinity, lastUse: fi.ModTime().UnixNano()})
 		}
 	}
 	sort.SliceStable(cands, func(a, b int) bool {
-		if cands[a].dist != cands[b].dist {
-			return cands[a].dist > cands[b].dist
+		x, y := cands[a], cands[b]
+		if x.class != y.class {
+			return x.class < y.class
 		}
-		return cands[a].lastUse < cands[b].lastUse
+		if x.dist != y.dist {
+			return x.dist > y.dist
+		}
+		return x.lastUse < y.lastUse
 	})
 	var freed int64
 	for _, cd := range cands {
