@@ -40,7 +40,10 @@
 // (Belady's rule, from the Future of each registered consumer); shards no
 // consumer plans to use go first, least recently used first, which is plain
 // LRU for random access. A prefetch never evicts a shard needed sooner than
-// the one it fetches.
+// the one it fetches. Each remote-backed dataset leaves a manifest of its
+// shard files under <dir>/.sluice/datasets, so a process can also evict
+// unleased shards of datasets that only other processes registered (after
+// its own unplanned shards, least recently written first).
 //
 // # Restarts
 //
