@@ -2,7 +2,9 @@
 
     /usr/bin/python3 python/bench/bench.py [--small 200000] [--large 4000]
 
-Writes two MDS datasets (≈200-byte samples and 100 KB samples) under
+Writes three MDS datasets (≈200-byte samples; 100 KB samples as a bytes
+column, and as a fixed-shape uint8 ndarray column, which a DataLoader
+collates into a shared-memory tensor) under
 --work, warms the agent's cache, then measures one epoch each of:
 the Go API (`sluice stream --json`, raw records and decoded samples),
 the Python client in one process without a DataLoader, and a torch
@@ -34,6 +36,14 @@ def write_small(d, n):
 def write_large(d, n):
     blob = os.urandom(100 * 1024)
     mdswrite.write(d, {"id": "int", "data": "bytes"}, ({"id": i, "data": blob} for i in range(n)), size_limit=1 << 26)
+
+
+def write_large_nd(d, n):
+    import numpy as np
+
+    arr = np.frombuffer(os.urandom(100 * 1024), np.uint8)
+    mdswrite.write(d, {"id": "int", "data": "ndarray:uint8:102400"}, ({"id": i, "data": arr} for i in range(n)),
+                   size_limit=1 << 26)
 
 
 def go_api(remote, local, decode):
@@ -87,7 +97,9 @@ def main():
     os.environ.setdefault("SLUICE_AGENT_DIR", os.path.join(work, "agent"))
     rows = []
     try:
-        for name, n, writer, size in (("200B", args.small, write_small, 200), ("100KB", args.large, write_large, 100 * 1024)):
+        sets = (("200B", args.small, write_small, 200), ("100KB", args.large, write_large, 100 * 1024),
+                ("100KB-nd", args.large, write_large_nd, 100 * 1024))
+        for name, n, writer, size in sets:
             if n <= 0:
                 continue
             remote = os.path.join(work, name, "remote")

@@ -84,25 +84,26 @@ def _ndarray(params):
     if dtype is not None and dtype not in _NDARRAY_CODES.values():
         raise errors.CorruptDataError("ndarray encoding %r: unknown dtype %r" % (params, dtype))
 
-    def dec(b):
-        pos = 0
+    def dec_range(b, pos, end):
+        """Decodes b[pos:end] straight into a new, writable array: one copy
+        from the (mapped) shard, none in between."""
         dt = dtype
         if dt is None:
-            if len(b) < 1:
+            if end - pos < 1:
                 raise errors.CorruptDataError("ndarray value is empty")
-            dt = _NDARRAY_CODES.get(b[0])
+            dt = _NDARRAY_CODES.get(b[pos])
             if dt is None:
-                raise errors.CorruptDataError("ndarray dtype code %d is unknown" % b[0])
-            pos = 1
+                raise errors.CorruptDataError("ndarray dtype code %d is unknown" % b[pos])
+            pos += 1
         shp = shape
         if shp is None:
-            if len(b) < pos + 1:
+            if end - pos < 1:
                 raise errors.CorruptDataError("ndarray value has no shape")
             ndim, code = b[pos] >> 2, b[pos] & 3
             pos += 1
             fmt = "<%d%s" % (ndim, _SHAPE_STRUCT[code])
             size = struct.calcsize(fmt)
-            if ndim == 0 or len(b) < pos + size:
+            if ndim == 0 or end - pos < size:
                 raise errors.CorruptDataError("ndarray shape is truncated")
             shp = struct.unpack_from(fmt, b, pos)
             pos += size
@@ -110,12 +111,16 @@ def _ndarray(params):
         count = 1
         for d in shp:
             count *= d
-        if count * npdt.itemsize != len(b) - pos:
+        if count * npdt.itemsize != end - pos:
             raise errors.CorruptDataError(
-                "ndarray of shape %s and dtype %s needs %d bytes, record has %d" % (shp, dt, count * npdt.itemsize, len(b) - pos)
+                "ndarray of shape %s and dtype %s needs %d bytes, record has %d" % (shp, dt, count * npdt.itemsize, end - pos)
             )
-        return np.frombuffer(b, npdt, count, pos).reshape(shp).astype(dt, copy=False)
+        return np.frombuffer(b, npdt, count, pos).reshape(shp).copy()
 
+    def dec(b):
+        return dec_range(b, 0, len(b))
+
+    dec.ranged = dec_range
     return dec
 
 
@@ -224,7 +229,8 @@ def mds_decoder(schema, allow_unsafe=False):
     decs = [column_decoder(e, allow_unsafe) for e in encs]
     nvar = sum(1 for s in sizes if s is None)
     lens = struct.Struct("<%dI" % nvar)
-    cols = list(zip(names, sizes, decs))
+    # Decoders with a ranged form read their value in place (no slice).
+    cols = [(n, sz, getattr(d, "ranged", None), d) for n, sz, d in zip(names, sizes, decs)]
     start = 4 * nvar
 
     def decode(buf, off=0, length=None):
@@ -239,7 +245,7 @@ def mds_decoder(schema, allow_unsafe=False):
                 raise errors.CorruptDataError("record of %d bytes is shorter than its %d column lengths" % (length, nvar))
             vl = lens.unpack_from(buf, off)
         pos, vi, out = off + start, 0, {}
-        for name, size, dec in cols:
+        for name, size, ranged, dec in cols:
             if size is None:
                 n = vl[vi]
                 vi += 1
@@ -248,7 +254,7 @@ def mds_decoder(schema, allow_unsafe=False):
             end = pos + n
             if end > end_rec:
                 raise errors.CorruptDataError("column %r runs past the end of its %d-byte record" % (name, length))
-            out[name] = dec(buf[pos:end])
+            out[name] = ranged(buf, pos, end) if ranged else dec(buf[pos:end])
             pos = end
         return out
 

@@ -473,7 +473,10 @@ class StreamingDataset(_Base):
 def _close_maps(maps):
     for m in maps.values():
         if m is not None:
-            m.close()
+            try:
+                m.close()
+            except BufferError:
+                pass  # a view is still alive (an exception's frame); GC unmaps it
     maps.clear()
 
 
