@@ -56,7 +56,7 @@ func runWith(t *testing.T, r *storage.Registry, args ...string) (string, string,
 }
 
 // toMem copies the local directory dir into a new memory bucket.
-func toMem(t *testing.T, dir string) *memstore.Bucket {
+func toMem(t testing.TB, dir string) *memstore.Bucket {
 	t.Helper()
 	src, err := filestore.New(dir)
 	if err != nil {

@@ -182,10 +182,10 @@ func writeInspect(w io.Writer, dir string, idx *format.Index, stats map[string]f
 		for _, f := range s.Files() {
 			st += f.Bytes
 			names = append(names, f.Basename)
-			if fs, ok := stats[f.Basename]; ok && fs.missing {
+			if got, ok := stats[f.Basename]; ok && got.missing {
 				state = "\tmissing " + f.Basename
-			} else if ok && fs.size != f.Bytes && state == "\tok" {
-				state = fmt.Sprintf("\t%s has %d bytes", f.Basename, fs.size)
+			} else if ok && got.size != f.Bytes && state == "\tok" {
+				state = fmt.Sprintf("\t%s has %d bytes", f.Basename, got.size)
 			}
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d%s\t%s\n", k, s.Samples, s.RawData.Bytes, st, state, strings.Join(names, ", "))
