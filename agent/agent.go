@@ -122,7 +122,8 @@ func New(opts *Options) (*Agent, error) {
 // Serve accepts connections on ln until ctx is cancelled or the agent has
 // been idle (no connection) for IdleTimeout. It closes ln, waits for the
 // connections' goroutines to finish and releases every dataset before it
-// returns. A cancelled ctx or an idle exit returns nil.
+// returns. A cancelled ctx or an idle exit returns nil. An Agent serves
+// once: after Serve returns it refuses new datasets.
 func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -156,7 +157,8 @@ func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
 			return fmt.Errorf("agent: accept: %w", err)
