@@ -19,6 +19,10 @@
 //     (*Shuffle).Fill(dst, pos) writes the sample IDs of positions
 //     [pos, pos+len(dst)) and (*Shuffle).At(pos) returns one. NodeRange(c)
 //     gives canonical node c's positions, the unit the partition interleaves.
+//   - (*Shuffle).Gather(dst, pos, n, want) writes only the positions of
+//     [pos, pos+n) selected by a bitmap, compactly: for py1e it keeps and
+//     sorts only the samples of the selected output ranks' buckets, so one
+//     rank of a node costs memory in proportion to its part of the range.
 //   - DefaultBlockSize and DefaultNumCanonicalNodes resolve upstream's lazy
 //     defaults (spec §13.3); ParseAlgo validates a configured name.
 //
@@ -38,41 +42,55 @@
 //     O(len(dst) + size of the touched shards or blocks): a consumer can start
 //     at any position without building the rest of the epoch.
 //   - py1e: a sample's output position depends on an argsort of its canonical
-//     node, but each shift is bounded by half the random block size, so Fill
-//     evaluates a window of the requested range plus a margin of up to about
-//     1.25·block_size positions on each side (plus the touched shards),
-//     bucket-sorting it in linear time. Resuming therefore costs
-//     O(block_size), independent of the epoch size; large requests are
-//     processed in bounded chunks, so memory stays O(block_size), not O(N).
+//     node, but each shift is bounded by M, about half the random block
+//     size. A short request (up to 16K positions, a resume's first batches)
+//     guesses the position range of the requested ranks from the expected
+//     count of smaller positions, counts the inputs certainly below it
+//     without drawing, and draws only the shifts of inputs within M of it:
+//     about one block of draws, O(request) memory (with a widened retry and
+//     the window path below as fallbacks when the guess misses). Longer
+//     requests evaluate a window of the range plus a margin of about 2M on
+//     each side, bucket-sorting it in linear time, in bounded chunks, so
+//     memory stays O(block_size), not O(N). Resuming therefore costs
+//     O(block_size), independent of the epoch size, but no less: with one
+//     canonical node and the default 4M block, the first sample of a 10M
+//     epoch depends on about 4M random shifts.
 //   - naive: numpy's permutation(N) is one global Fisher–Yates whose first
 //     positions are decided by its last draws; it is inherently global. New
 //     materialises it (int32 when N < 2^31, halving upstream's memory).
 //
 // What stays global for all algorithms is the O(N) replay of random draws in
-// New (no data, O(units + blocks) memory) and, for naive, the permutation.
+// New (no data, O(units + blocks) memory; about 1.3 ns per sample, with two
+// interleaved generator lanes) and, for naive, the permutation. py1br's
+// overlapping blocks are replayed as a chain from the start of the node, so
+// its resume cost grows towards the start of a node (O(block) at best).
 //
 // # Measured cost
 //
 // CPU time per operation (process user+system time, on a shared 2-core
-// Xeon under heavy load; wall time was 2–5× higher), shards of 10,000
+// Xeon under load; wall time was up to 2–5× higher), shards of 10,000
 // samples, NCN 8 and the default block size unless noted (go test -bench):
 //
-//	New (replay only)         1M: 2–4 ms     10M: 20–40 ms    100M: 200–410 ms, < 1.4 MB
+//	New (replay only)         10M: 13–15 ms (was 22)   100M: 136–141 ms (was 221), < 1.4 MB
 //	Get, whole epoch, py1e    1M: 50 ms      10M: 510 ms      100M: 4.6 s (upstream-equivalent output)
 //	Get, whole epoch, py1s    1M: 13 ms      10M: 116 ms      100M: 1.07 s
 //	Get, whole epoch, py2s    1M: 28 ms      10M: 205 ms      100M: 2.3–3.4 s
 //	Get, whole epoch, naive   1M: 14 ms      10M: 242 ms      100M: 4.1 s, 1.2 GB
-//	resume at 90%, first 256 samples (New + Fill):
-//	  py1e NCN 8              1M: 4.4 ms     10M: 34 ms, 0.6 MB
-//	  py1e NCN 1 (block 4M)   1M: 20 ms      10M: 101 ms, 1.1 MB
-//	  py1s                    1M: 2.6 ms     10M: 20 ms, 0.4 MB
-//	  py1br NCN 8             1M: 3.8 ms     10M: 35 ms, 5.6 MB
+//	resume at 90%, first 256 samples (New + Fill), before → after this tuning:
+//	  py1e NCN 8              1M: 5.1 → 3.7 ms    10M: 33 → 21 ms, 0.8 MB
+//	  py1e NCN 1 (block 4M)   1M: 18 → 14 ms      10M: 89 → 51 ms, 1.4 MB
+//	  py1s                    1M: 2.3 → 1.5 ms    10M: 22 → 13.5 ms, 0.4 MB
+//	  py1br NCN 8             1M: 4.0 → 3.7 ms    10M: 37 → 28 ms, 5.6 MB
+//	  py1br NCN 1 (block 4M)  1M: 23 → 18 ms      10M: 87 → 75 ms, 23 MB
 //	  naive                   1M: 8–14 ms    10M: 260–300 ms, 40 MB
 //	one rank's whole epoch (8 nodes × 8 ranks, NCN 8; 1/64 of the samples,
 //	shuffle + partition + mapping, see BenchmarkRankPlan):
 //	  py1e                    10M: 81–88 ms  100M: 0.90 s, 320 MB
 //	  py1s                    10M: 53 ms     100M: 0.39 s, 114 MB
 //	  py1br                   10M: 52 ms     100M: 0.49 s, 148 MB
+//
+// (The rank figures are from before the tuning and map through Fill; plan
+// maps py1e through Gather, see package plan.)
 //
 // # Concurrency
 //
