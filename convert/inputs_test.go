@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
@@ -298,13 +297,4 @@ func TestOutputExistsRefused(t *testing.T) {
 	if _, err := runConvertErr(t, &Options{Input: in, Output: out}); err == nil || !strings.Contains(err.Error(), "already holds") {
 		t.Fatalf("second conversion into a finished dataset: err = %v", err)
 	}
-}
-
-func sortedKeys(m map[string]int64) []string {
-	var k []string
-	for s := range m {
-		k = append(k, s)
-	}
-	sort.Strings(k)
-	return k
 }
