@@ -54,5 +54,6 @@ type Source interface {
 // image of an image folder); the pipeline runs more decoders for them so
 // that reads overlap.
 type IOBound interface {
+	// IOBound reports whether Decode does I/O.
 	IOBound() bool
 }

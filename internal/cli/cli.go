@@ -29,7 +29,10 @@ type ExitError struct {
 	Err  error
 }
 
+// Error returns the wrapped error's message.
 func (e *ExitError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wrapped error.
 func (e *ExitError) Unwrap() error { return e.Err }
 
 // ExitCode maps an error returned by Run to a process exit code.

@@ -31,6 +31,7 @@ const (
 	Stall
 )
 
+// String returns the fault kind's lowercase name.
 func (k ProxyFaultKind) String() string {
 	switch k {
 	case Status:
