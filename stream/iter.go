@@ -84,11 +84,18 @@ func (e *Epoch) Iter(ctx context.Context, worker int) (*Iterator, error) {
 	if worker < 0 || worker >= e.works {
 		return nil, fmt.Errorf("stream: worker %d out of range [0, %d)", worker, e.works)
 	}
-	ids, err := e.ep.Worker(e.node, e.rank, worker)
+	src, err := e.ep.WorkerIter(e.node, e.rank, worker)
 	if err != nil {
 		return nil, fmt.Errorf("stream: %w", err)
 	}
-	return newIterator(ctx, e.d, ids), nil
+	first, err := src.Next()
+	if err != nil {
+		return nil, fmt.Errorf("stream: %w", err)
+	}
+	if src.Remaining() == 0 {
+		return newIterator(ctx, e.d, first), nil
+	}
+	return newLazyIterator(ctx, e.d, first, src), nil
 }
 
 // RankIter returns an iterator over the whole rank's samples in the order
@@ -128,7 +135,18 @@ func (e *Epoch) RankIter(ctx context.Context) (*Iterator, error) {
 type Iterator struct {
 	ctx context.Context
 	d   *Dataset
-	ids []int64 // sample IDs, -1 for padding
+	// ids holds the sample IDs known to the consumer (-1 for padding):
+	// the whole list, or for a lazy plan its first batch until the rest
+	// is mapped. view publishes the same list to the prefetcher and the
+	// cache's eviction path; it grows once, from the first batch to the
+	// whole list.
+	ids   []int64
+	view  atomic.Pointer[[]int64]
+	total int // length of the whole list
+	// mapped is closed when a lazy plan's remaining IDs are in view (or
+	// mapErr is set); nil when ids is complete from the start.
+	mapped chan struct{}
+	mapErr error
 	// pos is the index in ids of the next sample to deliver; read by the
 	// prefetcher and the cache's eviction path.
 	pos atomic.Int64
@@ -152,9 +170,56 @@ type Iterator struct {
 func newIterator(ctx context.Context, d *Dataset, ids []int64) *Iterator {
 	pctx, cancel := context.WithCancel(ctx)
 	it := &Iterator{
-		ctx: ctx, d: d, ids: ids, cancel: cancel, progress: make(chan struct{}, 1),
+		ctx: ctx, d: d, ids: ids, total: len(ids), cancel: cancel, progress: make(chan struct{}, 1),
 		horizon: max(2*d.opts.predownload(), 1024),
 	}
+	it.view.Store(&ids)
+	it.start(pctx)
+	return it
+}
+
+// newLazyIterator returns an iterator that starts on the first batch of a
+// worker's plan while the rest of the plan is mapped in the background:
+// after a resume the first sample needs only the first batch's IDs, not
+// the whole remaining list.
+func newLazyIterator(ctx context.Context, d *Dataset, first []int64, src *plan.WorkerIter) *Iterator {
+	pctx, cancel := context.WithCancel(ctx)
+	it := &Iterator{
+		ctx: ctx, d: d, ids: first, total: len(first) + src.Remaining(), cancel: cancel,
+		progress: make(chan struct{}, 1), mapped: make(chan struct{}),
+		horizon: max(2*d.opts.predownload(), 1024),
+	}
+	it.view.Store(&first)
+	it.wg.Add(1)
+	go func() {
+		defer it.wg.Done()
+		defer close(it.mapped)
+		all := make([]int64, len(first), it.total)
+		copy(all, first)
+		for src.Remaining() > 0 {
+			seg, err := src.Next()
+			if err != nil {
+				it.mapErr = fmt.Errorf("stream: %w", err)
+				return
+			}
+			if len(seg) == 0 {
+				break
+			}
+			all = append(all, seg...)
+		}
+		it.view.Store(&all)
+		select {
+		case it.progress <- struct{}{}:
+		default:
+		}
+	}()
+	it.start(pctx)
+	return it
+}
+
+// start begins the iteration's clock and its prefetcher.
+func (it *Iterator) start(pctx context.Context) {
+	d := it.d
 	it.stats.begin(time.Now())
 	d.stats.start.CompareAndSwap(0, time.Now().UnixNano())
 	if d.cache != nil {
@@ -165,12 +230,11 @@ func newIterator(ctx context.Context, d *Dataset, ids []int64) *Iterator {
 			it.prefetch(pctx)
 		}()
 	}
-	return it
 }
 
 // Len returns the number of sample slots of the iteration, padding
 // included (padding is skipped, so at most Len samples are yielded).
-func (it *Iterator) Len() int { return len(it.ids) }
+func (it *Iterator) Len() int { return it.total }
 
 // Next advances to the next sample, fetching its shard if needed. It
 // returns false at the end or on error (see Err).
@@ -180,7 +244,7 @@ func (it *Iterator) Next() bool {
 	}
 	for {
 		p := it.pos.Load()
-		if p >= int64(len(it.ids)) {
+		if p >= int64(len(it.ids)) && !it.more() {
 			it.release()
 			return false
 		}
@@ -225,6 +289,31 @@ func (it *Iterator) Next() bool {
 		it.n++
 		return true
 	}
+}
+
+// more waits for a lazy plan's remaining IDs and reports whether the
+// consumer has more to read; it sets it.err when the mapping failed or
+// the iteration's context ended.
+func (it *Iterator) more() bool {
+	if it.mapped == nil || len(it.ids) >= it.total {
+		return false
+	}
+	start := time.Now()
+	select {
+	case <-it.mapped:
+	case <-it.ctx.Done():
+		it.err = fmt.Errorf("stream: waiting for the plan: %w", it.ctx.Err())
+		return false
+	}
+	w := int64(time.Since(start))
+	it.stats.wait.Add(w)
+	it.d.stats.wait.Add(w)
+	if it.mapErr != nil {
+		it.err = it.mapErr
+		return false
+	}
+	it.ids = *it.view.Load()
+	return it.pos.Load() < int64(len(it.ids))
 }
 
 func (it *Iterator) release() {
@@ -334,11 +423,12 @@ func (it *Iterator) Location() (*Location, error) {
 func (it *Iterator) NextUses(fn func(d *cache.Dataset, shard int, distance int64)) {
 	// The sample before pos is the current one (its shard may still be
 	// being acquired): it is at distance 0.
+	ids := *it.view.Load()
 	p := max(it.pos.Load()-1, 0)
-	end := min(p+int64(it.horizon), int64(len(it.ids)))
+	end := min(p+int64(it.horizon), int64(len(ids)))
 	last := -1
 	for k := p; k < end; k++ {
-		id := it.ids[k]
+		id := ids[k]
 		if id < 0 {
 			continue
 		}
@@ -392,8 +482,9 @@ func (it *Iterator) prefetch(ctx context.Context) {
 			// of many.
 			budget = min(budget, 1)
 		}
-		for next < int64(len(it.ids)) && next < pos+window && len(ahead) < budget && retryAt.Load() < 0 {
-			id := it.ids[next]
+		ids := *it.view.Load()
+		for next < int64(len(ids)) && next < pos+window && len(ahead) < budget && retryAt.Load() < 0 {
+			id := ids[next]
 			at := next
 			next++
 			if id < 0 {

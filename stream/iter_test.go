@@ -134,6 +134,9 @@ func TestRanksGetExactlyTheirPlan(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
+						if it.Len() != len(all) {
+							t.Errorf("node %d rank %d worker %d: Len %d, plan has %d slots", node, r, wk, it.Len(), len(all))
+						}
 						nodeWG.Add(1)
 						go func() {
 							defer nodeWG.Done()

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicedata/sluice/format/jsonl"
 	"github.com/sluicedata/sluice/format/mds"
 	"github.com/sluicedata/sluice/format/xsv"
+	"github.com/sluicedata/sluice/internal/atomicfile"
 )
 
 // openShard is a leased, opened shard shared by every reader of the
@@ -195,29 +196,5 @@ func (st *streamState) localFile(info *format.ShardInfo, rawInfo format.FileInfo
 	if int64(len(out)) != rawInfo.Bytes {
 		return "", fmt.Errorf("decompress %s: got %d bytes, the index says %d", zip, len(out), rawInfo.Bytes)
 	}
-	return raw, writeAtomic(raw, out)
-}
-
-// writeAtomic writes b to path through a synced temporary file.
-func writeAtomic(path string, b []byte) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(b); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return raw, atomicfile.WriteFile(raw, 0o644, out)
 }

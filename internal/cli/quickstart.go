@@ -19,6 +19,7 @@ import (
 	"github.com/sluicedata/sluice/cache"
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/format/mds"
+	"github.com/sluicedata/sluice/internal/atomicfile"
 	"github.com/sluicedata/sluice/plan"
 	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/storage/filestore"
@@ -132,7 +133,7 @@ func runQuickstart(ctx context.Context, e *env, f *quickstartFlags) (err error) 
 	}
 	stateJSON, _ := state.MarshalJSON()
 	statePath := filepath.Join(dir, "state.json")
-	if err := streamWriteFile(statePath, stateJSON); err != nil {
+	if err := atomicfile.WriteFile(statePath, 0o644, stateJSON); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "   state saved to %s: %s\n\n", statePath, stateJSON)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 	"golang.org/x/term"
 
+	"github.com/sluicedata/sluice/internal/atomicfile"
 	"github.com/sluicedata/sluice/plan"
 	"github.com/sluicedata/sluice/stream"
 )
@@ -258,7 +258,7 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 	}
 	stateJSON, _ := st.MarshalJSON()
 	if f.saveState != "" {
-		if err := streamWriteFile(f.saveState, stateJSON); err != nil {
+		if err := atomicfile.WriteFile(f.saveState, 0o644, stateJSON); err != nil {
 			return fmt.Errorf("stream: --save-state: %w", err)
 		}
 	}
@@ -314,28 +314,4 @@ func streamSleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// streamWriteFile writes b to path through a synced temporary file.
-func streamWriteFile(path string, b []byte) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(b); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
