@@ -179,7 +179,9 @@ func (a *NDArray) Len() int {
 }
 
 // Float64 returns value i converted to float64 (exact for every dtype
-// except 64-bit integers beyond 2^53).
+// except 64-bit integers beyond 2^53). Like a slice index, it panics if i
+// is out of range or DType is not one DTypeSize knows; decoders only
+// produce arrays with valid dtypes and sizes.
 func (a *NDArray) Float64(i int) float64 {
 	switch a.DType {
 	case "uint8":

@@ -3,6 +3,7 @@ package mds
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -184,13 +185,9 @@ func (r *Reader) openShard(k int) (*Shard, error) {
 		return s, nil
 	}
 	zipPath := filepath.Join(r.dir, filepath.FromSlash(info.ZipData.Basename))
-	zb, err := os.ReadFile(zipPath)
+	zb, err := readSized(k, zipPath, info.ZipData)
 	if err != nil {
-		return nil, fmt.Errorf("mds: shard %d: %w", k, err)
-	}
-	if int64(len(zb)) != info.ZipData.Bytes {
-		return nil, &format.CorruptError{File: info.ZipData.Basename, Shard: k, Sample: -1, Offset: -1,
-			Reason: fmt.Sprintf("file has %d bytes, index says %d", len(zb), info.ZipData.Bytes)}
+		return nil, err
 	}
 	if err := r.checkHashBytes(k, zb, info.ZipData); err != nil {
 		return nil, err
@@ -205,6 +202,30 @@ func (r *Reader) openShard(k int) (*Shard, error) {
 	}
 	s.id = k
 	return s, nil
+}
+
+// readSized reads shard k's file at path, which the index says has fi.Bytes
+// bytes. The size is checked before anything is read, so a wrong file cannot
+// make the reader allocate more than the index declares.
+func readSized(k int, path string, fi *format.FileInfo) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("mds: shard %d: %w", k, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("mds: shard %d: %w", k, err)
+	}
+	if st.Size() != fi.Bytes {
+		return nil, &format.CorruptError{File: fi.Basename, Shard: k, Sample: -1, Offset: -1,
+			Reason: fmt.Sprintf("file has %d bytes, index says %d", st.Size(), fi.Bytes)}
+	}
+	b := make([]byte, st.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, fmt.Errorf("mds: shard %d: read %s: %w", k, fi.Basename, err)
+	}
+	return b, nil
 }
 
 func withShard(err error, k int) error {

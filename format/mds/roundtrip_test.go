@@ -604,3 +604,33 @@ func sortedKeys(m map[string]string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// TestZipSizeMismatch: a compressed shard whose file size differs from the
+// index (here far larger) is corrupt, reported before the file is read.
+func TestZipSizeMismatch(t *testing.T) {
+	dir := t.TempDir()
+	w, err := NewWriter(dir, &WriterOptions{Columns: map[string]string{"a": "str"}, Compression: "zstd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(format.Sample{"a": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "shard.00000.mds.zstd")
+	if err := os.Truncate(p, 1<<40); err != nil { // sparse: no disk used
+		t.Skipf("cannot make a sparse file: %v", err)
+	}
+	r, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	_, err = r.Sample(0)
+	var ce *format.CorruptError
+	if !errors.As(err, &ce) || ce.File != "shard.00000.mds.zstd" || !strings.Contains(err.Error(), "1099511627776 bytes, index says") {
+		t.Fatalf("oversized zip file: %v", err)
+	}
+}
