@@ -15,6 +15,7 @@ except ImportError:  # torch is optional
 
 
 _DEFAULT_FETCH = 1024
+_PIPELINE_WAIT_MS = 100
 _RECOVERIES = 3
 
 
@@ -390,9 +391,17 @@ class StreamingDataset(_Base):
             if n == 0:
                 if reply.get("done"):
                     return
-                conn.send(req)
+                # Nothing ready yet: the batch before has been consumed, so
+                # give its leases back now; the agent may need that space.
+                conn.send(dict(req, release=[prev]) if prev else req)
+                prev = None
                 continue
-            nreq = dict(req, release=[prev]) if prev else req
+            # The pipelined request waits only briefly: if the agent cannot
+            # make the next batch before this one is released (a tight
+            # cache limit), the empty reply makes us release it sooner.
+            nreq = dict(req, wait_ms=_PIPELINE_WAIT_MS)
+            if prev:
+                nreq["release"] = [prev]
             conn.send(nreq)
             prev = reply.get("id") or None
             entries, inline = _agent.parse_entries(reply, body)

@@ -65,6 +65,18 @@ class SingleProcessTest(helpers.AgentCase):
             self.assertEqual(got, helpers.worker_ids(shape, work, 0, 0), "epoch %d" % epoch)
             self.assertEqual(sorted(got), list(range(203)))
 
+    def test_tight_cache_limit(self):
+        # Room for a few shards only: the iteration still completes, in
+        # order, with eviction between batches.
+        tight = os.path.join(self.tmp, "tight")
+        helpers.write_ids(tight, 400, size_limit=1 << 10)
+        biggest = max(os.path.getsize(os.path.join(tight, f)) for f in os.listdir(tight) if f.endswith(".mds"))
+        index = os.path.getsize(os.path.join(tight, "index.json"))
+        ds = self.dataset(remote=tight, local=os.path.join(self.tmp, "tight-cache"), cache_limit=index + 6 * biggest)
+        got = [s["id"] for s in ds]
+        shape, work = helpers.plan_work(tight, 4)
+        self.assertEqual(got, helpers.worker_ids(shape, work, 0, 0))
+
     def test_inline_and_small_fetches(self):
         a = [s["id"] for s in self.dataset(inline_max=1 << 20, fetch_size=3)]
         b = [s["id"] for s in self.dataset(fetch_size=1)]
