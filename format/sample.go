@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 )
 
 // Sample is one decoded sample: column name → value. Decoders return these
@@ -237,10 +236,11 @@ func FormatFloat16(f Float16) string {
 	}
 	// Shortest digit count whose decimal rounds back to f.
 	for prec := 1; prec <= 17; prec++ {
-		s := strconv.FormatFloat(x, 'e', prec-1, 64)
-		y, err := strconv.ParseFloat(s, 64)
+		var buf [32]byte
+		s := strconv.AppendFloat(buf[:0], x, 'e', prec-1, 64)
+		y, err := strconv.ParseFloat(string(s), 64)
 		if err == nil && Float16From(y) == f {
-			return layoutRepr(s)
+			return string(appendRepr(nil, s))
 		}
 	}
 	return FormatPyFloat(x)
@@ -254,7 +254,7 @@ func FormatPyFloat(x float64) string {
 
 // AppendPyFloat appends the Python repr of x, using the shortest digits
 // that round-trip at bitSize (32 gives numpy's float32 repr, 64 Python's
-// float repr).
+// float repr). It does not allocate beyond growing dst.
 func AppendPyFloat(dst []byte, x float64, bitSize int) []byte {
 	switch {
 	case math.IsNaN(x):
@@ -265,65 +265,71 @@ func AppendPyFloat(dst []byte, x float64, bitSize int) []byte {
 		return append(dst, "-inf"...)
 	}
 	var buf [32]byte
-	s := strconv.AppendFloat(buf[:0], x, 'e', -1, bitSize)
-	return append(dst, layoutRepr(string(s))...)
+	return appendRepr(dst, strconv.AppendFloat(buf[:0], x, 'e', -1, bitSize))
 }
 
-// layoutRepr turns Go's 'e' format ("-1.2345e+06") into Python's repr
+// appendRepr appends Go's 'e' format s ("-1.2345e+06") in Python's repr
 // layout: positional if -4 <= exp < 16, scientific otherwise.
-func layoutRepr(s string) string {
-	neg := false
+func appendRepr(dst, s []byte) []byte {
 	if s[0] == '-' {
-		neg = true
+		dst = append(dst, '-')
 		s = s[1:]
 	}
-	epos := strings.IndexByte(s, 'e')
-	mant, expStr := s[:epos], s[epos+1:]
-	exp, _ := strconv.Atoi(expStr)
-	digits := strings.Replace(mant, ".", "", 1)
-	// Trim trailing zeros of the digits (keep at least one).
+	epos := len(s) - 1
+	for s[epos] != 'e' {
+		epos--
+	}
+	exp := 0
+	for _, c := range s[epos+2:] {
+		exp = exp*10 + int(c-'0')
+	}
+	if s[epos+1] == '-' {
+		exp = -exp
+	}
+	// digits: the mantissa without its point or trailing zeros (keeping
+	// at least one digit).
+	var dbuf [24]byte
+	digits := append(dbuf[:0], s[0])
+	if epos > 1 {
+		digits = append(digits, s[2:epos]...)
+	}
 	for len(digits) > 1 && digits[len(digits)-1] == '0' {
 		digits = digits[:len(digits)-1]
 	}
-	var out []byte
-	if neg {
-		out = append(out, '-')
-	}
 	if exp >= -4 && exp < 16 {
-		if exp < 0 {
-			out = append(out, "0."...)
+		switch {
+		case exp < 0:
+			dst = append(dst, "0."...)
 			for i := 0; i < -exp-1; i++ {
-				out = append(out, '0')
+				dst = append(dst, '0')
 			}
-			out = append(out, digits...)
-		} else if len(digits) <= exp+1 {
-			out = append(out, digits...)
+			return append(dst, digits...)
+		case len(digits) <= exp+1:
+			dst = append(dst, digits...)
 			for i := len(digits); i < exp+1; i++ {
-				out = append(out, '0')
+				dst = append(dst, '0')
 			}
-			out = append(out, ".0"...)
-		} else {
-			out = append(out, digits[:exp+1]...)
-			out = append(out, '.')
-			out = append(out, digits[exp+1:]...)
+			return append(dst, ".0"...)
+		default:
+			dst = append(dst, digits[:exp+1]...)
+			dst = append(dst, '.')
+			return append(dst, digits[exp+1:]...)
 		}
-		return string(out)
 	}
-	out = append(out, digits[0])
+	dst = append(dst, digits[0])
 	if len(digits) > 1 {
-		out = append(out, '.')
-		out = append(out, digits[1:]...)
+		dst = append(dst, '.')
+		dst = append(dst, digits[1:]...)
 	}
-	out = append(out, 'e')
+	dst = append(dst, 'e')
 	if exp < 0 {
-		out = append(out, '-')
+		dst = append(dst, '-')
 		exp = -exp
 	} else {
-		out = append(out, '+')
+		dst = append(dst, '+')
 	}
 	if exp < 10 {
-		out = append(out, '0')
+		dst = append(dst, '0')
 	}
-	out = strconv.AppendInt(out, int64(exp), 10)
-	return string(out)
+	return strconv.AppendInt(dst, int64(exp), 10)
 }

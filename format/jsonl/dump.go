@@ -40,7 +40,7 @@ func AppendDump(dst []byte, i int64, k int, s *Shard, j int) ([]byte, error) {
 		}
 		v := sample[key]
 		if f, ok := v.(float64); ok {
-			raw = split.AppendJSONFloat(raw[:0], f)
+			raw = format.AppendJSONFloat(raw[:0], f)
 		} else if raw, err = format.AppendJSON(raw[:0], v, true); err != nil {
 			return dst, err
 		}

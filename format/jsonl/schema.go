@@ -11,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicedata/sluice/format"
-	"github.com/sluicedata/sluice/format/internal/split"
 )
 
 // Format is the index.json "format" value of JSON-lines shards.
@@ -190,9 +189,9 @@ func appendValue(dst []byte, k kind, v any) ([]byte, error) {
 	case kFloat:
 		switch x := v.(type) {
 		case float64:
-			return split.AppendJSONFloat(dst, x), nil
+			return format.AppendJSONFloat(dst, x), nil
 		case float32:
-			return split.AppendJSONFloat(dst, float64(x)), nil
+			return format.AppendJSONFloat(dst, float64(x)), nil
 		}
 	}
 	return dst, fmt.Errorf("value of type %T does not fit encoding %s", v, [...]string{"str", "int", "float"}[k])

@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicedata/sluice/format"
-	"github.com/sluicedata/sluice/format/internal/split"
 )
 
 // The three format names, as index.json's "format" gives them.
@@ -278,9 +277,9 @@ func appendValue(dst []byte, k kind, v any) ([]byte, error) {
 	case kFloat:
 		switch x := v.(type) {
 		case float64:
-			return split.AppendPyFloat(dst, x), nil
+			return format.AppendPyFloat(dst, x, 64), nil
 		case float32:
-			return split.AppendPyFloat(dst, float64(x)), nil
+			return format.AppendPyFloat(dst, float64(x), 64), nil
 		}
 	}
 	return dst, fmt.Errorf("value of type %T does not fit encoding %s", v, kindNames[k])
