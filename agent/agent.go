@@ -384,6 +384,11 @@ func (a *Agent) stats() agentapi.Stats {
 		s.Iterations += n
 		s.Leases += l
 	}
+	a.cacheMu.Lock()
+	for _, c := range a.caches {
+		s.Downloads += c.Stats().Downloads
+	}
+	a.cacheMu.Unlock()
 	return s
 }
 

@@ -300,6 +300,8 @@ type Stats struct {
 	Iterations  int    `json:"iterations"`
 	Leases      int    `json:"leases"`
 	Samples     int64  `json:"samples"`
+	// Downloads counts the files the agent's caches downloaded.
+	Downloads int64 `json:"downloads"`
 }
 
 // OK answers requests that return nothing else.

@@ -21,8 +21,8 @@ except ImportError:  # pragma: no cover
     np = Image = None
 
 
-def stats():
-    c = _agent.Connection(start=False, timeout=10)
+def stats(start=False):
+    c = _agent.Connection(start=start, timeout=10)
     try:
         return c.call({"op": "stats"}, "stats")
     finally:

@@ -107,10 +107,16 @@ class DistributedTest(helpers.AgentCase):
         self.assertEqual(sorted(seen), list(range(N)))
 
     def test_two_jobs_share_agent_and_cache(self):
+        # Two jobs at once on a fresh cache directory: one agent serves
+        # both, and each shard is downloaded once.
         pid = helpers.agent_pid(self.agent_dir)
-        a = self.start_ranks(1, 1, {"workers": [2]}, "job-a")
-        b = self.start_ranks(1, 1, {"workers": [2]}, "job-b")
+        local = os.path.join(self.tmp, "shared-cache")
+        before = stats(start=True)["downloads"]
+        a = self.start_ranks(1, 1, {"workers": [2], "local": local}, "job-a")
+        b = self.start_ranks(1, 1, {"workers": [2], "local": local}, "job-b")
         ra, rb = self.finish(a), self.finish(b)
+        shards = len([f for f in os.listdir(self.remote) if f.endswith(".mds")])
+        self.assertEqual(stats()["downloads"] - before, shards)
         shape, work = helpers.plan_work(self.remote, B, workers=2)
         want = helpers.rank_batches(shape, work, 0, B)
         self.assertEqual(ra[0]["2"]["epochs"][0], want)
@@ -188,15 +194,18 @@ except Exception as e:
         assert not leaked, "new files in /dev/shm: %s" % leaked
         with open(os.path.join(cls.remote, "index.json")) as f:
             sizes = {s["raw_data"]["basename"]: s["raw_data"]["bytes"] for s in json.load(f)["shards"]}
-        for name in os.listdir(cls.local):
-            if name in (".sluice", "index.json"):
+        for local in (cls.local, os.path.join(cls.tmp, "shared-cache")):
+            if not os.path.isdir(local):
                 continue
-            assert name in sizes, "unexpected file in the cache: %s" % name
-            got = os.path.getsize(os.path.join(cls.local, name))
-            assert got == sizes[name], "incomplete shard %s: %d of %d bytes" % (name, got, sizes[name])
-        for root, _, files in os.walk(cls.local):
-            for f in files:
-                assert not f.endswith((".part", ".tmp")), "temp file left: %s" % os.path.join(root, f)
+            for name in os.listdir(local):
+                if name in (".sluice", "index.json"):
+                    continue
+                assert name in sizes, "unexpected file in the cache: %s" % name
+                got = os.path.getsize(os.path.join(local, name))
+                assert got == sizes[name], "incomplete shard %s: %d of %d bytes" % (name, got, sizes[name])
+            for root, _, files in os.walk(local):
+                for f in files:
+                    assert not f.endswith((".part", ".tmp")), "temp file left: %s" % os.path.join(root, f)
 
 
 if __name__ == "__main__":
