@@ -26,6 +26,9 @@ const (
 // Report is the quality gate's record of a conversion, written as JSON
 // next to the index.
 type Report struct {
+	// Input, Output, Part, Columns, Compression, Hashes and SizeLimit
+	// record the conversion's settings (Options, with the columns as
+	// resolved from the input).
 	Input       string         `json:"input"`
 	Output      string         `json:"output"`
 	Part        *input.Part    `json:"part,omitempty"`
@@ -37,12 +40,15 @@ type Report struct {
 	// FetchSuccessRate is FetchSucceeded/FetchAttempted (1 with no
 	// fetches).
 	FetchSuccessRate float64 `json:"fetch_success_rate"`
-	MinSuccessRate   float64 `json:"min_success_rate,omitempty"`
+	// MinSuccessRate is the required fetch success rate (0: none).
+	MinSuccessRate float64 `json:"min_success_rate,omitempty"`
 	// Passed is false when the fetch success rate is below the minimum;
 	// the index is then not written.
 	Passed bool `json:"passed"`
 	// Seconds is the conversion time, summed over resumed runs.
-	Seconds       float64 `json:"seconds"`
+	Seconds float64 `json:"seconds"`
+	// SamplesPerSec and MBPerSec are SamplesOut and RawBytes (in MB of
+	// 10^6 bytes) per second of Seconds.
 	SamplesPerSec float64 `json:"samples_per_sec"`
 	MBPerSec      float64 `json:"mb_per_sec"`
 	// ResumedShards counts shards taken over from an interrupted run.

@@ -45,6 +45,7 @@ func (k Kind) String() string {
 // values need no per-field allocation. Bytes may alias the source's buffers
 // and is valid only while the row's batch is.
 type Value struct {
+	// Kind says which of the fields below holds the value.
 	Kind  Kind
 	Int   int64   // Int, Bool (0 or 1)
 	Float float64 // Float

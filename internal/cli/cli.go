@@ -25,8 +25,8 @@ type env struct {
 // ExitError carries a process exit code for errors that need one other than 1
 // (for example verify's "dataset is unsound").
 type ExitError struct {
-	Code int
-	Err  error
+	Code int   // process exit code
+	Err  error // what to print
 }
 
 // Error returns the wrapped error's message.
