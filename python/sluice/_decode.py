@@ -8,6 +8,7 @@ are imported only when a column needs them.
 import decimal
 import io
 import json
+import mmap
 import struct
 
 from . import errors
@@ -115,7 +116,12 @@ def _ndarray(params):
             raise errors.CorruptDataError(
                 "ndarray of shape %s and dtype %s needs %d bytes, record has %d" % (shp, dt, count * npdt.itemsize, end - pos)
             )
-        return np.frombuffer(b, npdt, count, pos).reshape(shp).copy()
+        arr = np.frombuffer(b, npdt, count, pos).reshape(shp)
+        if type(b) is mmap.mmap and arr.flags.writeable:
+            # A copy-on-write shard mapping (DataLoader workers): the
+            # array views it, writable, with no copy.
+            return arr
+        return arr.copy()
 
     def dec(b):
         return dec_range(b, 0, len(b))

@@ -4,7 +4,7 @@ import math
 import mmap
 import os
 
-from . import _agent, _decode, _world, errors
+from . import _agent, _decode, _worker, _world, errors
 
 try:
     from torch.utils.data import IterableDataset as _Base
@@ -312,10 +312,15 @@ class StreamingDataset(_Base):
 
     def __iter__(self):
         world = _world.detect()
+        worker = _worker.in_worker()
+        if worker:
+            # Batches of small samples leave the worker by value, not one
+            # shared-memory file per tensor (see _worker).
+            _worker.install_small_tensor_pickling()
         if self._info is None:
             self._connection(world)
         conn, begun = self._begin(world, {"resume": self._resume} if self._resume is not None else {})
-        return self._iterate(world, conn, begun)
+        return self._iterate(world, conn, begun, worker)
 
     def _begin(self, world, extra):
         """Opens a connection of its own for one iteration and begins it.
@@ -336,7 +341,7 @@ class StreamingDataset(_Base):
             conn.close()
             raise
 
-    def _iterate(self, world, conn, begun):
+    def _iterate(self, world, conn, begun, private=False):
         yielded = 0
         skip = 0
         recoveries = 0
@@ -344,7 +349,7 @@ class StreamingDataset(_Base):
         try:
             while True:
                 try:
-                    for sample in self._batches(conn, begun["iter"], maps):
+                    for sample in self._batches(conn, begun["iter"], maps, private):
                         yielded += 1
                         yield sample
                     return
@@ -372,12 +377,14 @@ class StreamingDataset(_Base):
             _close_maps(maps)
             conn.close()
 
-    def _batches(self, conn, it, maps):
+    def _batches(self, conn, it, maps, private):
         """Yields the decoded samples of iteration it, batch by batch.
 
         The request for the next batch goes out before the current one is
         decoded, so the agent prepares it meanwhile; the batch before the
         current one is released with that request.
+ With private (in a DataLoader worker), shards are
+        mapped copy-on-write so ndarray values view them (see _map).
         """
         decoders = self._decoders
         shard_schema = self._info["shard_schema"]
@@ -424,7 +431,7 @@ class StreamingDataset(_Base):
                 else:
                     m = r[2]
                     if m is None:
-                        m = r[2] = maps[r[0]] = _map(r[0], r[1])
+                        m = r[2] = maps[r[0]] = _map(r[0], r[1], private)
                     yield r[3](m, off, ln)
 
     # -- state ------------------------------------------------------------
@@ -489,10 +496,15 @@ def _close_maps(maps):
     maps.clear()
 
 
-def _map(path, size):
+def _map(path, size, private=False):
+    """Maps a leased shard read-only, or with private=True copy-on-write:
+    then ndarray columns decode to writable arrays that view the mapping
+    (no copy; writes stay in this process). The mapping outlives the lease
+    while such an array lives; the agent never rewrites or truncates a
+    shard in place (eviction unlinks it), so the view stays valid."""
     try:
         with open(path, "rb") as f:
-            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY if private else mmap.ACCESS_READ)
     except FileNotFoundError:
         raise errors.AgentError("leased shard %s vanished from the cache" % path) from None
     except ValueError:
