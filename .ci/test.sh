@@ -34,6 +34,9 @@ fi
 step "go vet"
 go vet ./...
 
+step "lint (staticcheck, go mod tidy -diff)"
+bash .ci/lint.sh
+
 step "go test -race"
 go test -race -count=1 -timeout 20m ./...
 
