@@ -21,6 +21,9 @@ func fixtureNames(t testing.TB) []string {
 	t.Helper()
 	ents, err := os.ReadDir(fixturesDir)
 	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("reference fixtures not available: %v", err) // CI always has ../shared beside the clone
+		}
 		t.Skipf("reference fixtures not available: %v", err)
 	}
 	var out []string
