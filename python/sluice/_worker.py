@@ -76,6 +76,7 @@ def install_small_tensor_pickling(limit=None):
             and not t.requires_grad
             and not t.is_quantized
             and not t.is_nested
+            and not t.has_names()
             and t.numel() * t.element_size() <= limit
         ):
             try:
