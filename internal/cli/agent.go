@@ -88,15 +88,17 @@ func runAgent(ctx context.Context, e *env, o agentOptions) error {
 		return err
 	}
 	defer lock.Release()
-	ln, err := lock.Listen()
-	if err != nil {
-		return err
-	}
 	level := slog.LevelInfo
 	if o.verbose {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	// The watchdog re-creates the socket if something removes it while the
+	// agent lives, so a live agent is never unreachable.
+	ln, err := lock.ListenHealing(time.Second, log.Warn)
+	if err != nil {
+		return err
+	}
 	a, err := agent.New(&agent.Options{Registry: e.registry, Logger: log, IdleTimeout: o.idleTimeout})
 	if err != nil {
 		ln.Close()
