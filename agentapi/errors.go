@@ -67,6 +67,7 @@ type Error struct {
 	Message string `json:"message"`
 }
 
+// Error formats the reply as "agent: CODE: message".
 func (e *Error) Error() string { return fmt.Sprintf("agent: %s: %s", e.Code, e.Message) }
 
 // Is matches the sentinel of e's code.
