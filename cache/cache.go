@@ -100,6 +100,10 @@ type Cache struct {
 	// written only under the directory-wide lock.
 	usageFile *os.File
 
+	// beforeCommit, when set (by tests only), runs on a fetch between
+	// its ready signal and its commits.
+	beforeCommit func(shard int)
+
 	// bg is the lifetime of background fetches; cancelled by Close.
 	bg     context.Context
 	cancel context.CancelFunc

@@ -94,6 +94,10 @@ type shardState struct {
 	f       *os.File // first raw file, flock'ed shared while refs > 0
 	flight  *flight  // fetch in progress in this process
 	lastUse int64    // Cache.clock at the last lease
+	// early: the leases read the flight's complete temporary files (f is
+	// one of them, not locked) while they are synced and renamed; the
+	// flight hands f a shared lock once they are in place.
+	early bool
 }
 
 // flight is one in-progress fetch shared by every caller in the process.
@@ -101,6 +105,15 @@ type flight struct {
 	done   chan struct{}
 	err    error
 	demand bool // started by Acquire (may wait for space), not Prefetch
+	// ready is closed when the shard's raw files are complete and
+	// verified under their temporary paths (set before), while they are
+	// still being synced and renamed. It is never closed when the fetch
+	// writes only some of the files or fails before.
+	ready chan struct{}
+	paths []string
+	// handedOff is set (under Cache.mu) once the leases of this flight
+	// hold the shared lock of the renamed file: no early lease after that.
+	handedOff bool
 }
 
 // Add registers a dataset with the cache and reconciles its files on disk:
@@ -362,6 +375,7 @@ type Lease struct {
 	shard int
 	hit   bool
 	done  bool
+	fl    *flight // the fetch whose temporary files the lease reads, if any
 }
 
 // Hit reports whether the shard was already local when the lease was
@@ -372,8 +386,42 @@ func (l *Lease) Hit() bool { return l.hit }
 func (l *Lease) Shard() int { return l.shard }
 
 // Path returns the absolute path of the raw form of the shard's i-th file.
-// The file exists, complete, until Release.
+// The file exists there, complete, from Committed until Release.
 func (l *Lease) Path(i int) string { return l.d.path(l.d.src.Shards[l.shard].Files[i].Raw) }
+
+// ReadPath returns where the shard's i-th raw file can be read now: Path,
+// or, for a lease granted while the fetch is still syncing and renaming
+// the complete files, their temporary path. Open it at once: when opening
+// it fails with fs.ErrNotExist, the file has been renamed meanwhile (the
+// same complete bytes are at Path; Committed waits for that).
+func (l *Lease) ReadPath(i int) string {
+	if l.fl != nil {
+		c := l.d.c
+		c.mu.Lock()
+		early := l.d.st[l.shard].early && l.d.st[l.shard].flight == l.fl
+		c.mu.Unlock()
+		if early {
+			return l.fl.paths[i]
+		}
+	}
+	return l.Path(i)
+}
+
+// Committed waits until the shard's files are in place under Path (they
+// are, at once, for a lease not granted early) and returns the error
+// that prevented it, if any: the lease's bytes stay readable through
+// files opened before, but the shard is then not in the cache.
+func (l *Lease) Committed(ctx context.Context) error {
+	if l.fl == nil {
+		return nil
+	}
+	select {
+	case <-l.fl.done:
+		return l.fl.err
+	case <-ctx.Done():
+		return fmt.Errorf("cache: waiting for %s to be committed: %w", l.d.where(l.d.src.Shards[l.shard].Files[0].Raw), ctx.Err())
+	}
+}
 
 // File returns the first raw file, open read-only. It stays open until the
 // last lease on the shard in this process is released; callers must not
@@ -398,6 +446,7 @@ func (l *Lease) Release() {
 	var f *os.File
 	if st.refs == 0 {
 		f, st.f = st.f, nil
+		st.early = false
 	}
 	c.mu.Unlock()
 	if f != nil {
@@ -411,6 +460,25 @@ func (l *Lease) Release() {
 // rather than downloading it again, and for cache space when every
 // candidate for eviction is in use, up to Options.WaitTimeout.
 func (d *Dataset) Acquire(ctx context.Context, shard int) (*Lease, error) {
+	l, err := d.AcquireEarly(ctx, shard)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.Committed(ctx); err != nil {
+		l.Release()
+		return nil, err
+	}
+	return l, nil
+}
+
+// AcquireEarly is Acquire for a consumer that reads the shard's files
+// through Lease.ReadPath or Lease.File: when it waits for a fetch, it
+// returns as soon as every byte of the shard is written and verified in
+// the fetch's temporary files, while they are still being synced and
+// renamed into place (Lease.Committed waits for that). No reader ever sees
+// a partial file, and a crash before the rename still leaves only
+// temporary files, which a restart discards.
+func (d *Dataset) AcquireEarly(ctx context.Context, shard int) (*Lease, error) {
 	if shard < 0 || shard >= len(d.st) {
 		return nil, fmt.Errorf("cache %s: shard %d out of range [0, %d)", d.dir, shard, len(d.st))
 	}
@@ -435,21 +503,21 @@ func (d *Dataset) Acquire(ctx context.Context, shard int) (*Lease, error) {
 			st.refs++
 			c.clock++
 			st.lastUse = c.clock
+			l := &Lease{d: d, shard: shard, hit: !missed}
+			if st.early {
+				l.fl = st.flight
+			}
 			c.mu.Unlock()
 			d.count(missed)
-			return &Lease{d: d, shard: shard, hit: !missed}, nil
+			return l, nil
 		}
 		fl := st.flight
 		c.mu.Unlock()
 		if fl != nil {
 			missed = true
-			select {
-			case <-fl.done:
-			case <-ctx.Done():
-				return nil, fmt.Errorf("cache: waiting for %s: %w", d.where(d.src.Shards[shard].Files[0].Raw), ctx.Err())
-			}
-			if fl.err != nil && fl.demand {
-				return nil, fl.err
+			l, err := d.await(ctx, shard, fl)
+			if l != nil || err != nil {
+				return l, err
 			}
 			continue // a failed prefetch: fetch on demand next
 		}
@@ -477,10 +545,83 @@ func (d *Dataset) Acquire(ctx context.Context, shard int) (*Lease, error) {
 		}
 		missed = true
 		fl = d.start(shard, 0, true)
-		if err := d.wait(ctx, fl); err != nil && (fl.demand || ctx.Err() != nil) {
-			return nil, err
+		if l, err := d.await(ctx, shard, fl); l != nil || err != nil {
+			return l, err
 		}
 	}
+}
+
+// await waits for flight fl of shard. It returns an early lease when the
+// flight's files become readable first (see AcquireEarly), the flight's
+// error when it was a demand fetch, and nil, nil when the caller should
+// look again (the files are in place, or a prefetch failed).
+func (d *Dataset) await(ctx context.Context, shard int, fl *flight) (*Lease, error) {
+	select {
+	case <-fl.done:
+	case <-fl.ready:
+		l, err := d.leaseEarly(shard, fl)
+		if l != nil || err != nil {
+			if l != nil {
+				d.count(true)
+			}
+			return l, err
+		}
+		// The flight ended meanwhile.
+		select {
+		case <-fl.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("cache: waiting for %s: %w", d.where(d.src.Shards[shard].Files[0].Raw), ctx.Err())
+		}
+	case <-ctx.Done():
+		return nil, fmt.Errorf("cache: waiting for %s: %w", d.where(d.src.Shards[shard].Files[0].Raw), ctx.Err())
+	}
+	if fl.err != nil && fl.demand {
+		return nil, fl.err
+	}
+	return nil, nil
+}
+
+// leaseEarly leases shard on the complete temporary files of flight fl,
+// which is syncing and renaming them. It returns nil when the flight has
+// ended (or renamed the first file) meanwhile: the caller then leases the
+// files in place. The flight keeps the shard from eviction until it hands
+// the leases a shared lock on the renamed file.
+func (d *Dataset) leaseEarly(shard int, fl *flight) (*Lease, error) {
+	f, err := os.Open(fl.paths[0])
+	if errors.Is(err, fs.ErrNotExist) {
+		// Renamed meanwhile: until the hand-off, the flight still keeps
+		// it from eviction under its final name.
+		f, err = os.Open(d.path(d.src.Shards[shard].Files[0].Raw))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cache: open %s: %w", fl.paths[0], err)
+	}
+	c := d.c
+	c.mu.Lock()
+	st := &d.st[shard]
+	if st.flight != fl || fl.handedOff || c.closed {
+		c.mu.Unlock()
+		f.Close()
+		return nil, nil
+	}
+	if st.refs > 0 {
+		f.Close()
+	} else {
+		st.f = f
+		st.early = true
+	}
+	st.refs++
+	c.clock++
+	st.lastUse = c.clock
+	l := &Lease{d: d, shard: shard, hit: false}
+	if st.early {
+		l.fl = fl
+	}
+	c.mu.Unlock()
+	return l, nil
 }
 
 func (d *Dataset) count(missed bool) {
@@ -490,15 +631,6 @@ func (d *Dataset) count(missed bool) {
 	} else {
 		d.c.stats.hits.Add(1)
 		d.stats.hits.Add(1)
-	}
-}
-
-func (d *Dataset) wait(ctx context.Context, fl *flight) error {
-	select {
-	case <-fl.done:
-		return fl.err
-	case <-ctx.Done():
-		return fmt.Errorf("cache: waiting for a fetch: %w", ctx.Err())
 	}
 }
 
@@ -541,7 +673,7 @@ func (d *Dataset) start(shard int, distance int64, demand bool) *flight {
 		c.mu.Unlock()
 		return fl
 	}
-	fl := &flight{done: make(chan struct{}), demand: demand}
+	fl := &flight{done: make(chan struct{}), demand: demand, ready: make(chan struct{})}
 	if c.closed {
 		fl.err = ErrClosed
 		close(fl.done)
@@ -553,9 +685,15 @@ func (d *Dataset) start(shard int, distance int64, demand bool) *flight {
 	c.mu.Unlock()
 	go func() {
 		defer c.wg.Done()
-		err := d.fetch(c.bg, shard, distance, demand)
+		err := d.fetch(c.bg, shard, distance, demand, func(paths []string) {
+			c.mu.Lock()
+			fl.paths = paths
+			close(fl.ready)
+			c.mu.Unlock()
+		})
 		c.mu.Lock()
 		d.st[shard].flight = nil
+		d.st[shard].early = false
 		fl.err = err
 		close(fl.done)
 		c.mu.Unlock()

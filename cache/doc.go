@@ -15,6 +15,19 @@
 // name, synced and renamed. A compressed shard is decompressed once, into
 // its raw form; the compressed file is kept only with KeepZip.
 //
+// # Early leases
+//
+// Acquire returns once the shard's files are in place. AcquireEarly may
+// return sooner: as soon as every byte of a shard the fetch writes is in
+// its temporary files (downloaded, decompressed and verified), while they
+// are being synced and renamed. Its lease reads them through
+// Lease.ReadPath (the temporary path, or the final one after the rename:
+// the same inode, so a mapping made before survives it). The fetch keeps
+// the shard from eviction until the rename, then downgrades its exclusive
+// lock to a shared one and gives the early leases' open file a shared lock
+// before letting go, so no other process can evict it in between. A crash
+// before the rename leaves only temporary files, which a restart discards.
+//
 // # Single flight
 //
 // Concurrent requests for one shard in a process share one fetch. Across

@@ -78,7 +78,10 @@ func (d *Dataset) exists(rel string, size int64) (bool, error) {
 }
 
 // fetch makes shard complete on disk. It runs on a flight goroutine.
-func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand bool) (err error) {
+// When it writes every raw file of the shard, it calls ready (if not nil)
+// with their temporary paths once their bytes are complete and verified,
+// before syncing and renaming them.
+func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand bool, ready func(paths []string)) (err error) {
 	files := d.src.Shards[shard].Files
 	steps, err := d.plan(shard)
 	if err != nil || len(steps) == 0 {
@@ -160,44 +163,58 @@ func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand b
 	for _, p := range parts {
 		byRel[p.rel] = p
 	}
-	for _, s := range steps {
+	// Write every file first: once the raw bytes are all complete (and
+	// verified) in their temporary files, a consumer may read them while
+	// the files are synced and renamed into place.
+	zparts := make([]*part, len(steps)) // downloaded compressed files
+	for k, s := range steps {
 		f := s.file
 		if !s.inflate {
-			p := byRel[f.Raw]
-			if err := d.download(ctx, f.Raw, p, f.Verify); err != nil {
+			if err := d.download(ctx, f.Raw, byRel[f.Raw], f.Verify); err != nil {
 				return err
 			}
-			if err := d.commit(p); err != nil {
-				return err
-			}
-			committed += p.size
 			continue
 		}
-		// The compressed file, when it is not kept, is decompressed
-		// straight from its temporary file and never renamed into place.
-		var zpart *part
 		if s.download {
-			zpart = byRel[f.Zip]
-			if err := d.download(ctx, f.Zip, zpart, f.Verify); err != nil {
+			zparts[k] = byRel[f.Zip]
+			if err := d.download(ctx, f.Zip, zparts[k], f.Verify); err != nil {
 				return err
 			}
-			if d.src.KeepZip {
-				if err := d.commit(zpart); err != nil {
-					return err
-				}
-				committed += zpart.size
-				zpart = nil
-			}
 		}
-		p := byRel[f.Raw]
-		if err := d.inflate(f, zpart, p); err != nil {
+		if err := d.inflate(f, zparts[k], byRel[f.Raw]); err != nil {
 			return err
 		}
-		if err := d.commit(p); err != nil {
+	}
+	var first *part // the first raw file's part, kept open for the lock hand-off
+	if ready != nil && len(steps) == len(files) {
+		paths := make([]string, len(steps))
+		for k, s := range steps {
+			paths[k] = d.path(s.file.Raw) + partSuffix
+		}
+		first = byRel[files[0].Raw]
+		ready(paths)
+		if h := d.c.beforeCommit; h != nil {
+			h(shard)
+		}
+	}
+	for k, s := range steps {
+		f := s.file
+		p := byRel[f.Raw]
+		if err := d.commit(p, p == first); err != nil {
 			return err
 		}
 		committed += p.size
+		if !s.inflate {
+			continue
+		}
+		zpart := zparts[k]
 		if d.src.KeepZip {
+			if zpart != nil {
+				if err := d.commit(zpart, false); err != nil {
+					return err
+				}
+				committed += zpart.size
+			}
 			continue
 		}
 		err := d.c.locked(context.WithoutCancel(ctx), func() error {
@@ -218,6 +235,9 @@ func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand b
 		if err != nil {
 			return fmt.Errorf("cache: remove %s: %w", d.where(f.Zip), err)
 		}
+	}
+	if first != nil {
+		return d.handOff(shard, first)
 	}
 	return nil
 }
@@ -276,8 +296,9 @@ func (d *Dataset) discard(parts []*part, committed int64) {
 }
 
 // commit syncs a finished part and renames it into place under the
-// directory lock (so a recount never sees it twice or not at all).
-func (d *Dataset) commit(p *part) error {
+// directory lock (so a recount never sees it twice or not at all). With
+// keep, the part's file stays open and exclusively locked (see handOff).
+func (d *Dataset) commit(p *part, keep bool) error {
 	if err := p.f.Sync(); err != nil {
 		return fmt.Errorf("cache: sync %s: %w", d.where(p.rel), err)
 	}
@@ -288,7 +309,48 @@ func (d *Dataset) commit(p *part) error {
 		return fmt.Errorf("cache: commit %s: %w", d.where(p.rel), err)
 	}
 	p.done = true
+	if keep {
+		return nil
+	}
 	return p.f.Close() // drops the exclusive lock
+}
+
+// handOff ends the early access to a shard whose first raw file p has just
+// been renamed into place, still open with its exclusive lock: it
+// downgrades that lock to a shared one, gives the in-process leases' file
+// (opened under the temporary name: the same inode) a shared lock too and
+// only then closes p, so that no other process can evict the shard in
+// between.
+func (d *Dataset) handOff(shard int, p *part) error {
+	defer p.f.Close()
+	// Converting an exclusive flock to a shared one on the same open
+	// file cannot conflict and is atomic on Linux.
+	if ok, err := tryLock(p.f, false); err != nil || !ok {
+		if err == nil {
+			err = errors.New("shared lock refused while holding the exclusive one")
+		}
+		return fmt.Errorf("cache: lease %s: %w", d.where(p.rel), err)
+	}
+	c := d.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := &d.st[shard]
+	if st.flight != nil {
+		st.flight.handedOff = true
+	}
+	early := st.early
+	st.early = false
+	if !early || st.f == nil {
+		return nil
+	}
+	ok, err := tryLock(st.f, false)
+	if err == nil && !ok {
+		err = errors.New("shared lock refused while holding one")
+	}
+	if err != nil {
+		return fmt.Errorf("cache: lease %s: %w", d.where(p.rel), err)
+	}
+	return nil
 }
 
 // parallelThreshold is the size from which a file is fetched in parallel

@@ -151,6 +151,10 @@ type Iterator struct {
 	// prefetcher and the cache's eviction path.
 	pos atomic.Int64
 
+	// out is set once the first sample is delivered: until then the
+	// prefetcher fetches only its shard.
+	out atomic.Bool
+
 	cur   *openShard
 	id    int64
 	j     int
@@ -287,6 +291,13 @@ func (it *Iterator) Next() bool {
 		it.stats.delivered(len(rec), now)
 		it.d.stats.delivered(len(rec), now)
 		it.n++
+		if it.n == 1 {
+			it.out.Store(true)
+			select {
+			case it.progress <- struct{}{}:
+			default:
+			}
+		}
 		return true
 	}
 }
@@ -413,6 +424,12 @@ func (it *Iterator) Location() (*Location, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream: sample %d: %w", it.id, err)
 	}
+	if l := it.cur.lease; l != nil {
+		// Consumers open Path themselves: it must be in place.
+		if err := l.Committed(it.ctx); err != nil {
+			return nil, fmt.Errorf("stream: sample %d: %w", it.id, err)
+		}
+	}
 	it.d.table.ref(it.cur)
 	return &Location{Sample: it.id, Shard: it.cur.shard, Index: it.j, Path: it.cur.path,
 		Offset: off, Length: n, t: it.d.table, o: it.cur}, nil
@@ -476,7 +493,7 @@ func (it *Iterator) prefetch(ctx context.Context) {
 			ahead = ahead[1:]
 		}
 		budget := it.d.prefetchBudget()
-		if pos == 0 {
+		if !it.out.Load() {
 			// Until the first sample is out, fetch only its shard: the
 			// time to first sample is one shard's download, not a share
 			// of many.

@@ -118,7 +118,7 @@ func (d *Dataset) open(ctx context.Context, shard int) (*openShard, bool, error)
 	o := &openShard{shard: shard}
 	hit := true
 	if st.cds != nil {
-		l, err := st.cds.Acquire(ctx, ref.local)
+		l, err := st.cds.AcquireEarly(ctx, ref.local)
 		if err != nil {
 			return nil, false, fmt.Errorf("stream: shard %d: %w", shard, err)
 		}
@@ -128,6 +128,25 @@ func (d *Dataset) open(ctx context.Context, shard int) (*openShard, bool, error)
 		if ref.info.RawMeta != nil {
 			o.meta = l.Path(1)
 		}
+		// The lease may have come before the shard's files were synced
+		// and renamed into place: read them where they are now.
+		meta := ""
+		if ref.info.RawMeta != nil {
+			meta = l.ReadPath(1)
+		}
+		r, err := openFormat(l.ReadPath(0), meta, ref.info)
+		if errors.Is(err, fs.ErrNotExist) {
+			// Renamed meanwhile: the same bytes are now in place.
+			if err = l.Committed(ctx); err == nil {
+				r, err = openFormat(o.path, o.meta, ref.info)
+			}
+		}
+		if err != nil {
+			o.close()
+			return nil, false, fmt.Errorf("stream: shard %d: %w", shard, err)
+		}
+		o.r = r
+		return o, hit, nil
 	} else {
 		p, err := st.localRaw(ref.info)
 		if err != nil {

@@ -1,0 +1,113 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicedata/sluice/storage/memstore"
+)
+
+// TestAcquireEarly holds a fetch between the end of its writes and its
+// sync and rename: AcquireEarly's lease reads the complete temporary file
+// while the final name does not exist yet, the shard is not evicted, and
+// once committed the lease holds the renamed file's shared lock (another
+// process could not evict it) until Release.
+func TestAcquireEarly(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	data := bytes.Repeat([]byte("sluice-early-"), 4000)
+	mb := memstore.New("src")
+	w, err := mb.NewWriter(ctx, "s.mds", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(data)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	held, resume := make(chan struct{}), make(chan struct{})
+	c.beforeCommit = func(int) {
+		close(held)
+		<-resume
+	}
+	d, err := c.Add(ctx, &Source{Bucket: mb, Backoff: func(int) time.Duration { return time.Millisecond },
+		Shards: []Shard{{Files: []File{{Raw: "s.mds", RawBytes: int64(len(data))}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := d.AcquireEarly(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held:
+	default:
+		t.Fatal("AcquireEarly returned before the fetch finished writing")
+	}
+	p := l.ReadPath(0)
+	if !strings.HasSuffix(p, partSuffix) {
+		t.Fatalf("ReadPath during the commit = %s, want the temporary file", p)
+	}
+	if _, err := os.Stat(l.Path(0)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("final file exists before its sync and rename: %v", err)
+	}
+	got, err := os.ReadFile(p)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("temporary file: %d bytes, err %v; want the complete %d bytes", len(got), err, len(data))
+	}
+	// A second lease shares the early one.
+	l2, err := d.AcquireEarly(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.ReadPath(0) != p {
+		t.Errorf("second lease reads %s, want %s", l2.ReadPath(0), p)
+	}
+	l2.Release()
+	var freed int64
+	if err := c.locked(ctx, func() error {
+		freed = c.evict(1<<40, 0, true, nil, -1)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if freed != 0 {
+		t.Errorf("evicted %d bytes of a shard being committed", freed)
+	}
+	close(resume)
+	if err := l.Committed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l.ReadPath(0) != l.Path(0) {
+		t.Errorf("ReadPath after the commit = %s, want %s", l.ReadPath(0), l.Path(0))
+	}
+	if got, err := os.ReadFile(l.Path(0)); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("final file: %d bytes, err %v", len(got), err)
+	}
+	if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("temporary file left after the commit: %v", err)
+	}
+	f, err := os.Open(l.Path(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if ok, err := tryLock(f, true); err != nil || ok {
+		t.Fatalf("exclusive lock on a leased shard: ok=%v err=%v, want refused", ok, err)
+	}
+	l.Release()
+	if ok, err := tryLock(f, true); err != nil || !ok {
+		t.Fatalf("exclusive lock after Release: ok=%v err=%v, want granted", ok, err)
+	}
+}
