@@ -501,7 +501,7 @@ func (d *Dataset) with(ctx context.Context, i int64, fn func(*openShard, int) er
 		return fmt.Errorf("stream: sample %d: %w", i, err)
 	}
 	start := time.Now()
-	os, hit, err := d.table.acquire(ctx, shard)
+	os, hit, err := d.table.acquire(ctx, shard, false)
 	d.stats.wait.Add(int64(time.Since(start)))
 	if err != nil {
 		return err

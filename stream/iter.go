@@ -265,7 +265,7 @@ func (it *Iterator) Next() bool {
 		if it.cur == nil || it.cur.shard != shard {
 			it.release()
 			start := time.Now()
-			o, hit, err := it.d.table.acquire(it.ctx, shard)
+			o, hit, err := it.d.table.acquire(it.ctx, shard, true)
 			w := int64(time.Since(start))
 			it.stats.wait.Add(w)
 			it.d.stats.wait.Add(w)

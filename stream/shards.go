@@ -53,8 +53,10 @@ func newShardTable(d *Dataset) *shardTable {
 }
 
 // acquire returns shard opened and leased, and whether it was already
-// local (a cache hit).
-func (t *shardTable) acquire(ctx context.Context, shard int) (*openShard, bool, error) {
+// local (a cache hit). With early, a shard being fetched may be opened
+// from its complete temporary file, before its sync and rename (see
+// cache.Dataset.AcquireEarly).
+func (t *shardTable) acquire(ctx context.Context, shard int, early bool) (*openShard, bool, error) {
 	t.mu.Lock()
 	if o := t.m[shard]; o != nil {
 		o.refs++
@@ -62,7 +64,7 @@ func (t *shardTable) acquire(ctx context.Context, shard int) (*openShard, bool, 
 		return o, true, nil
 	}
 	t.mu.Unlock()
-	o, hit, err := t.d.open(ctx, shard)
+	o, hit, err := t.d.open(ctx, shard, early)
 	if err != nil {
 		return nil, false, err
 	}
@@ -112,13 +114,17 @@ func (o *openShard) close() {
 }
 
 // open leases shard (fetching it if needed) and opens its raw file.
-func (d *Dataset) open(ctx context.Context, shard int) (*openShard, bool, error) {
+func (d *Dataset) open(ctx context.Context, shard int, early bool) (*openShard, bool, error) {
 	ref := d.shards[shard]
 	st := d.streams[ref.stream]
 	o := &openShard{shard: shard}
 	hit := true
 	if st.cds != nil {
-		l, err := st.cds.AcquireEarly(ctx, ref.local)
+		acquire := st.cds.Acquire
+		if early {
+			acquire = st.cds.AcquireEarly
+		}
+		l, err := acquire(ctx, ref.local)
 		if err != nil {
 			return nil, false, fmt.Errorf("stream: shard %d: %w", shard, err)
 		}
