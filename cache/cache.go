@@ -46,6 +46,8 @@ type LimitError struct {
 	Reason string
 }
 
+// Error names the cache directory, the limit, the minimum that would work
+// and how that minimum was computed.
 func (e *LimitError) Error() string {
 	return fmt.Sprintf("cache %s: cache limit %d bytes (%s) is too small: at least %d bytes (%s) are needed: %s",
 		e.Dir, e.Limit, FormatBytes(e.Limit), e.Min, FormatBytes(e.Min), e.Reason)
@@ -103,6 +105,10 @@ type Cache struct {
 	// beforeCommit, when set (by tests only), runs on a fetch between
 	// its ready signal and its commits.
 	beforeCommit func(shard int)
+	// beforePin and afterFlight, when set (by tests only), run on a
+	// successful fetch before it pins the shard for its waiters, and on
+	// every fetch after it has ended (its waiters released).
+	beforePin, afterFlight func(shard int)
 
 	// bg is the lifetime of background fetches; cancelled by Close.
 	bg     context.Context

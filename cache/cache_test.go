@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluicedata/sluice/cache"
+	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/storage/memstore"
 )
@@ -392,5 +393,30 @@ func TestEvictsAnotherProcessesDataset(t *testing.T) {
 	stop()
 	if c2.Stats().Evictions < 3 {
 		t.Errorf("second cache evicted %d shards of the first one's dataset, want 3", c2.Stats().Evictions)
+	}
+}
+
+// TestSizeMismatchIsCorrupt: an object whose size differs from the index
+// fails the fetch with an error matching format.ErrCorrupt that names it.
+func TestSizeMismatchIsCorrupt(t *testing.T) {
+	ctx := context.Background()
+	c, err := cache.Open(ctx, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, delta := range []int64{-1, 1} {
+		src, _, _ := makeSource(t, 1, 4096, false)
+		src.Dir = fmt.Sprint("d", delta)
+		src.Shards[0].Files[0].RawBytes += delta
+		d, err := c.Add(ctx, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.Acquire(ctx, 0)
+		var ce *format.CorruptError
+		if !errors.Is(err, format.ErrCorrupt) || !errors.As(err, &ce) || !strings.Contains(err.Error(), "mem://src/shard.00000.mds") {
+			t.Fatalf("index size off by %d: %v, want format.ErrCorrupt naming the object", delta, err)
+		}
 	}
 }

@@ -114,6 +114,20 @@ type flight struct {
 	// handedOff is set (under Cache.mu) once the leases of this flight
 	// hold the shared lock of the renamed file: no early lease after that.
 	handedOff bool
+
+	// The fields below, guarded by Cache.mu, pin the shard for the callers
+	// waiting for this flight (see Dataset.pin), so that none of them can
+	// lose it to an eviction between the end of the fetch and its lease.
+	//
+	// waiters counts callers waiting for the flight that have not leased
+	// the shard yet; pinned counts leases (refs) the flight took on their
+	// behalf, each one claimed or given back by one waiter. sealed is set
+	// once the flight has pinned: later callers lease directly (from hold
+	// when nobody else holds the shard). hold is the shard's first raw
+	// file with a shared lock, kept by the flight until it ends.
+	waiters, pinned int
+	sealed          bool
+	hold            *os.File
 }
 
 // Add registers a dataset with the cache and reconciles its files on disk:
@@ -500,13 +514,7 @@ func (d *Dataset) AcquireEarly(ctx context.Context, shard int) (*Lease, error) {
 		}
 		st := &d.st[shard]
 		if st.refs > 0 {
-			st.refs++
-			c.clock++
-			st.lastUse = c.clock
-			l := &Lease{d: d, shard: shard, hit: !missed}
-			if st.early {
-				l.fl = st.flight
-			}
+			l := d.leaseLocked(shard, !missed)
 			c.mu.Unlock()
 			d.count(missed)
 			return l, nil
@@ -552,33 +560,177 @@ func (d *Dataset) AcquireEarly(ctx context.Context, shard int) (*Lease, error) {
 }
 
 // await waits for flight fl of shard. It returns an early lease when the
-// flight's files become readable first (see AcquireEarly), the flight's
+// flight's files become readable first (see AcquireEarly), the lease the
+// flight pinned for this caller once the shard is complete, the flight's
 // error when it was a demand fetch, and nil, nil when the caller should
-// look again (the files are in place, or a prefetch failed).
+// look again (the flight had ended, a prefetch failed, or the shard was
+// gone when the flight ended: another process evicted it).
 func (d *Dataset) await(ctx context.Context, shard int, fl *flight) (*Lease, error) {
+	c := d.c
+	c.mu.Lock()
+	st := &d.st[shard]
+	switch {
+	case st.flight != fl:
+		c.mu.Unlock()
+		return nil, nil // ended meanwhile
+	case fl.sealed:
+		// The flight has pinned the shard already: lease it directly.
+		if st.refs == 0 && fl.hold != nil {
+			st.f, fl.hold = fl.hold, nil
+		}
+		if st.refs > 0 {
+			l := d.leaseLocked(shard, false)
+			c.mu.Unlock()
+			d.count(true)
+			return l, nil
+		}
+		// Nothing to pin (the shard was gone): look again once it ends.
+		c.mu.Unlock()
+		select {
+		case <-fl.done:
+			return d.result(fl)
+		case <-ctx.Done():
+			return nil, d.waitErr(shard, ctx)
+		}
+	}
+	fl.waiters++
+	c.mu.Unlock()
 	select {
 	case <-fl.done:
 	case <-fl.ready:
 		l, err := d.leaseEarly(shard, fl)
-		if l != nil || err != nil {
-			if l != nil {
-				d.count(true)
-			}
-			return l, err
+		if l != nil {
+			d.count(true)
+			return l, nil
 		}
-		// The flight ended meanwhile.
+		if err != nil {
+			d.unwait(shard, fl)
+			return nil, err
+		}
+		// Handed off or ended meanwhile: the flight pins the shard.
 		select {
 		case <-fl.done:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("cache: waiting for %s: %w", d.where(d.src.Shards[shard].Files[0].Raw), ctx.Err())
+			d.unwait(shard, fl)
+			return nil, d.waitErr(shard, ctx)
 		}
 	case <-ctx.Done():
-		return nil, fmt.Errorf("cache: waiting for %s: %w", d.where(d.src.Shards[shard].Files[0].Raw), ctx.Err())
+		d.unwait(shard, fl)
+		return nil, d.waitErr(shard, ctx)
 	}
+	c.mu.Lock()
+	if fl.pinned > 0 {
+		fl.pinned--
+		c.clock++
+		d.st[shard].lastUse = c.clock
+		c.mu.Unlock()
+		d.count(true)
+		return &Lease{d: d, shard: shard}, nil
+	}
+	fl.waiters-- // not pinned: the flight failed or found no shard
+	c.mu.Unlock()
+	return d.result(fl)
+}
+
+// result is what await returns for an ended flight that pinned nothing.
+func (d *Dataset) result(fl *flight) (*Lease, error) {
 	if fl.err != nil && fl.demand {
 		return nil, fl.err
 	}
 	return nil, nil
+}
+
+func (d *Dataset) waitErr(shard int, ctx context.Context) error {
+	return fmt.Errorf("cache: waiting for %s: %w", d.where(d.src.Shards[shard].Files[0].Raw), ctx.Err())
+}
+
+// unwait withdraws a waiter of flight fl that gives up: it gives back the
+// lease the flight pinned for it, if any.
+func (d *Dataset) unwait(shard int, fl *flight) {
+	c := d.c
+	c.mu.Lock()
+	if fl.pinned == 0 {
+		fl.waiters--
+		c.mu.Unlock()
+		return
+	}
+	fl.pinned--
+	st := &d.st[shard]
+	st.refs--
+	var f *os.File
+	if st.refs == 0 {
+		f, st.f = st.f, nil
+		st.early = false
+	}
+	c.mu.Unlock()
+	if f != nil {
+		f.Close()
+		c.signal()
+	}
+}
+
+// leaseLocked adds a lease on shard, which is leased already (refs > 0).
+// Call under Cache.mu.
+func (d *Dataset) leaseLocked(shard int, hit bool) *Lease {
+	c := d.c
+	st := &d.st[shard]
+	st.refs++
+	c.clock++
+	st.lastUse = c.clock
+	l := &Lease{d: d, shard: shard, hit: hit}
+	if st.early {
+		l.fl = st.flight
+	}
+	return l
+}
+
+// pin ends flight fl's work on shard, which it has just made complete (or
+// found complete): it opens the shard with a shared lock and takes a lease
+// on behalf of every caller waiting for fl, so that nothing (in this
+// process or another) can evict the shard before they have it. Callers
+// that come later lease it directly (see await). The flight calls pin
+// while it still holds the shard's fetch lock where it has it, so no other
+// process can evict the shard in between either. A shard that is gone (a
+// flight that waited for another process's fetch can find it evicted
+// already) pins nothing: its waiters look again.
+func (d *Dataset) pin(ctx context.Context, shard int, fl *flight) {
+	if fl == nil {
+		return
+	}
+	c := d.c
+	c.mu.Lock()
+	sealed := fl.sealed
+	c.mu.Unlock()
+	if sealed {
+		return
+	}
+	if h := c.beforePin; h != nil {
+		h(shard)
+	}
+	f, err := d.openLeased(ctx, shard)
+	if err != nil {
+		f = nil // the waiters look again and meet the error themselves
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if fl.sealed {
+		if f != nil {
+			f.Close()
+		}
+		return
+	}
+	fl.sealed = true
+	st := &d.st[shard]
+	if st.refs == 0 && f != nil && fl.waiters > 0 {
+		st.f, f = f, nil
+		st.early = false
+	}
+	if st.refs > 0 && fl.waiters > 0 {
+		st.refs += fl.waiters
+		fl.pinned += fl.waiters
+		fl.waiters = 0
+	}
+	fl.hold = f
 }
 
 // leaseEarly leases shard on the complete temporary files of flight fl,
@@ -602,11 +754,12 @@ func (d *Dataset) leaseEarly(shard int, fl *flight) (*Lease, error) {
 	c := d.c
 	c.mu.Lock()
 	st := &d.st[shard]
-	if st.flight != fl || fl.handedOff || c.closed {
+	if st.flight != fl || fl.handedOff || fl.sealed || c.closed {
 		c.mu.Unlock()
 		f.Close()
 		return nil, nil
 	}
+	fl.waiters--
 	if st.refs > 0 {
 		f.Close()
 	} else {
@@ -685,18 +838,29 @@ func (d *Dataset) start(shard int, distance int64, demand bool) *flight {
 	c.mu.Unlock()
 	go func() {
 		defer c.wg.Done()
-		err := d.fetch(c.bg, shard, distance, demand, func(paths []string) {
+		err := d.fetch(c.bg, shard, distance, demand, fl, func(paths []string) {
 			c.mu.Lock()
 			fl.paths = paths
 			close(fl.ready)
 			c.mu.Unlock()
 		})
+		if err == nil {
+			d.pin(c.bg, shard, fl) // when fetch returned before its own pin
+		}
 		c.mu.Lock()
 		d.st[shard].flight = nil
 		d.st[shard].early = false
 		fl.err = err
+		hold := fl.hold
+		fl.hold = nil
 		close(fl.done)
 		c.mu.Unlock()
+		if h := c.afterFlight; h != nil {
+			h(shard)
+		}
+		if hold != nil {
+			hold.Close()
+		}
 		c.signal()
 	}()
 	return fl

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -109,5 +110,96 @@ func TestAcquireEarly(t *testing.T) {
 	l.Release()
 	if ok, err := tryLock(f, true); err != nil || !ok {
 		t.Fatalf("exclusive lock after Release: ok=%v err=%v, want granted", ok, err)
+	}
+}
+
+// TestWaiterKeepsShard: a caller waiting for a fetch gets the shard even
+// when an eviction runs between the end of the fetch and the caller's
+// wake-up: the fetch pins the shard for its waiters, so nothing is evicted
+// and the shard is downloaded once.
+func TestWaiterKeepsShard(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	data := bytes.Repeat([]byte("sluice-pin-"), 3000)
+	mb := memstore.New("src")
+	w, err := mb.NewWriter(ctx, "s.mds", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(data)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	held, resume := make(chan struct{}), make(chan struct{})
+	c.beforePin = func(int) {
+		close(held)
+		<-resume
+	}
+	freed := make(chan int64, 1)
+	c.afterFlight = func(int) {
+		var n int64
+		_ = c.locked(ctx, func() error {
+			n = c.evict(1<<40, 0, true, nil, -1)
+			return nil
+		})
+		freed <- n
+	}
+	d, err := c.Add(ctx, &Source{Bucket: mb, Backoff: func(int) time.Duration { return time.Millisecond },
+		Shards: []Shard{{Files: []File{{Raw: "s.mds", RawBytes: int64(len(data))}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, ferr := d.Prefetch(0, 1)
+	<-held // written, committed and handed off; not pinned yet
+	c.mu.Lock()
+	fl := d.st[0].flight
+	c.mu.Unlock()
+	type result struct {
+		l   *Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := d.Acquire(ctx, 0)
+		got <- result{l, err}
+	}()
+	for { // until the caller waits for the flight
+		c.mu.Lock()
+		n := fl.waiters
+		c.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		runtime.Gosched()
+	}
+	close(resume)
+	<-done
+	if err := ferr(); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-freed; n != 0 {
+		t.Errorf("evicted %d bytes of a shard its waiter had not leased yet", n)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.l.Release()
+	if b, err := os.ReadFile(r.l.Path(0)); err != nil || !bytes.Equal(b, data) {
+		t.Fatalf("leased file: %d bytes, err %v", len(b), err)
+	}
+	if n := d.Stats().Downloads; n != 1 {
+		t.Errorf("%d downloads, want 1", n)
+	}
+	c.mu.Lock()
+	refs := d.st[0].refs
+	c.mu.Unlock()
+	if refs != 1 {
+		t.Errorf("refs = %d with one lease, want 1", refs)
 	}
 }

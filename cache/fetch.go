@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/storage"
 )
 
@@ -81,7 +82,10 @@ func (d *Dataset) exists(rel string, size int64) (bool, error) {
 // When it writes every raw file of the shard, it calls ready (if not nil)
 // with their temporary paths once their bytes are complete and verified,
 // before syncing and renaming them.
-func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand bool, ready func(paths []string)) (err error) {
+//
+// On success with the shard's fetch lock held, it pins the shard for fl's
+// waiters (see pin) before letting go of that lock.
+func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand bool, fl *flight, ready func(paths []string)) (err error) {
 	files := d.src.Shards[shard].Files
 	steps, err := d.plan(shard)
 	if err != nil || len(steps) == 0 {
@@ -93,6 +97,12 @@ func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand b
 		return fmt.Errorf("cache: fetch %s: %w", d.where(files[0].Raw), err)
 	}
 	defer lf.Close()
+	// Runs before lf.Close: no other process evicts the shard until then.
+	defer func() {
+		if err == nil && d.Present(shard) {
+			d.pin(ctx, shard, fl)
+		}
+	}()
 	wctx, cancel := context.WithTimeout(ctx, d.c.opts.WaitTimeout)
 	defer cancel()
 	bo := newBackoff(time.Millisecond, 50*time.Millisecond)
@@ -436,7 +446,8 @@ func getRange(ctx context.Context, b storage.Bucket, key string, f *os.File, off
 		return err
 	}
 	if got != n {
-		return fmt.Errorf("object %s: got %d bytes at offset %d, want %d (size in the index differs from the store)", b.URL(key), got, off, n)
+		return &format.CorruptError{File: b.URL(key), Shard: -1, Sample: -1, Offset: off,
+			Reason: fmt.Sprintf("got %d bytes at offset %d, want %d (size in the index differs from the store)", got, off, n)}
 	}
 	return nil
 }

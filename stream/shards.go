@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -207,7 +208,7 @@ func (st *streamState) localFile(info *format.ShardInfo, rawInfo format.FileInfo
 		return raw, nil
 	}
 	zip := filepath.Join(st.dir, filepath.FromSlash(zipInfo.Basename))
-	b, err := os.ReadFile(zip)
+	b, err := readSized(zip, zipInfo)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("%s: neither the shard nor its compressed form %s exists", raw, zip)
 	}
@@ -222,4 +223,29 @@ func (st *streamState) localFile(info *format.ShardInfo, rawInfo format.FileInfo
 		return "", fmt.Errorf("decompress %s: got %d bytes, the index says %d", zip, len(out), rawInfo.Bytes)
 	}
 	return raw, atomicfile.WriteFile(raw, 0o644, out)
+}
+
+// readSized reads the file at path, which the index says has fi.Bytes
+// bytes. The size is checked before anything is read, so a wrong (or
+// sparse) file cannot make the reader allocate more than the index
+// declares; a mismatch is a *format.CorruptError.
+func readSized(path string, fi *format.FileInfo) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if info.Size() != fi.Bytes {
+		return nil, &format.CorruptError{File: fi.Basename, Shard: -1, Sample: -1, Offset: -1,
+			Reason: fmt.Sprintf("%s has %d bytes, index says %d", path, info.Size(), fi.Bytes)}
+	}
+	b := make([]byte, fi.Bytes)
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return b, nil
 }

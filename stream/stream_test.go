@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sluicedata/sluice/cache"
+	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/stream"
 )
 
@@ -154,5 +155,30 @@ func TestRestartDropsWrongSizeFiles(t *testing.T) {
 	u, _ := ds.Cache().Usage(ctx)
 	if d := dirBytes(local); u != d {
 		t.Errorf("usage %d, files %d", u, d)
+	}
+}
+
+// TestLocalZipSizeMismatch: a local-only shard present only compressed,
+// whose compressed file is far larger than the index says (sparse here),
+// is reported corrupt before it is read into memory.
+func TestLocalZipSizeMismatch(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	writeDataset(t, dir, spec{samples: 10, payload: 10, compression: "zstd"})
+	if err := os.Remove(filepath.Join(dir, "shard.00000.mds")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(dir, "shard.00000.mds.zstd"), 1<<40); err != nil {
+		t.Skipf("cannot make a sparse file: %v", err)
+	}
+	ds, err := stream.Open(ctx, &stream.Options{Local: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	_, err = ds.Get(ctx, 0)
+	var ce *format.CorruptError
+	if !errors.As(err, &ce) || ce.File != "shard.00000.mds.zstd" || !strings.Contains(err.Error(), "1099511627776 bytes, index says") {
+		t.Fatalf("oversized compressed shard: %v, want a format.CorruptError", err)
 	}
 }
