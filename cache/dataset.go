@@ -529,7 +529,7 @@ func (d *Dataset) AcquireEarly(ctx context.Context, shard int) (*Lease, error) {
 			}
 			continue // a failed prefetch: fetch on demand next
 		}
-		f, err := d.openLeased(ctx, shard)
+		f, err := d.openLeased(ctx, shard, true)
 		if err != nil {
 			return nil, err
 		}
@@ -707,7 +707,9 @@ func (d *Dataset) pin(ctx context.Context, shard int, fl *flight) {
 	if h := c.beforePin; h != nil {
 		h(shard)
 	}
-	f, err := d.openLeased(ctx, shard)
+	// Never waits: with the fetch lock held nobody holds the file
+	// exclusively; otherwise the waiters look again (and wait) themselves.
+	f, err := d.openLeased(ctx, shard, false)
 	if err != nil {
 		f = nil // the waiters look again and meet the error themselves
 	}
@@ -851,15 +853,14 @@ func (d *Dataset) start(shard int, distance int64, demand bool) *flight {
 		d.st[shard].flight = nil
 		d.st[shard].early = false
 		fl.err = err
-		hold := fl.hold
-		fl.hold = nil
+		if fl.hold != nil {
+			fl.hold.Close() // before done: a lease's Release then frees the shard
+			fl.hold = nil
+		}
 		close(fl.done)
 		c.mu.Unlock()
 		if h := c.afterFlight; h != nil {
 			h(shard)
-		}
-		if hold != nil {
-			hold.Close()
 		}
 		c.signal()
 	}()
@@ -867,8 +868,9 @@ func (d *Dataset) start(shard int, distance int64, demand bool) *flight {
 }
 
 // openLeased opens the shard's first raw file with a shared lock if the
-// shard is complete on disk, or returns nil if it is not.
-func (d *Dataset) openLeased(ctx context.Context, shard int) (*os.File, error) {
+// shard is complete on disk, or returns nil if it is not. Without wait, it
+// also returns nil when the file is locked exclusively.
+func (d *Dataset) openLeased(ctx context.Context, shard int, wait bool) (*os.File, error) {
 	files := d.src.Shards[shard].Files
 	p := d.path(files[0].Raw)
 	for {
@@ -881,9 +883,17 @@ func (d *Dataset) openLeased(ctx context.Context, shard int) (*os.File, error) {
 		}
 		// An exclusive holder is evicting it or has just renamed it into
 		// place; both finish promptly.
-		lctx, cancel := context.WithTimeout(ctx, d.c.opts.WaitTimeout)
-		err = lockWait(lctx, f, false)
-		cancel()
+		if !wait {
+			ok, err := tryLock(f, false)
+			if err != nil || !ok {
+				f.Close()
+				return nil, err
+			}
+		} else {
+			lctx, cancel := context.WithTimeout(ctx, d.c.opts.WaitTimeout)
+			err = lockWait(lctx, f, false)
+			cancel()
+		}
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("cache: lease %s: %w", d.where(files[0].Raw), err)
