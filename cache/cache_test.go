@@ -304,7 +304,9 @@ func TestLimitTooSmall(t *testing.T) {
 
 func TestAllLeasedWaitsThenFails(t *testing.T) {
 	ctx := context.Background()
-	c, err := cache.Open(ctx, t.TempDir(), &cache.Options{Limit: 2 * 4096, WaitTimeout: 50 * time.Millisecond})
+	// The wait bounds both the refused Acquire and the one after a release,
+	// which must evict and fetch within it: leave room for a loaded machine.
+	c, err := cache.Open(ctx, t.TempDir(), &cache.Options{Limit: 2 * 4096, WaitTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
