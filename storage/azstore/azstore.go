@@ -244,23 +244,9 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 	if err := b.check("get", key); err != nil {
 		return nil, err
 	}
-	if off < 0 {
-		return nil, fmt.Errorf("azstore: get %s: negative offset %d", b.URL(key), off)
-	}
-	if length == 0 || off > 0 && length < 0 {
-		// An empty range has no HTTP form, and a range starting at the
-		// size is unsatisfiable although the contract allows it: settle
-		// both with the blob's properties.
-		info, err := b.Stat(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		if off > info.Size {
-			return nil, b.offsetError(key, off, info.Size)
-		}
-		if length == 0 || off == info.Size {
-			return io.NopCloser(strings.NewReader("")), nil
-		}
+	stat := func(ctx context.Context) (storage.ObjectInfo, error) { return b.Stat(ctx, key) }
+	if r, err := storage.SettleRange(ctx, "azstore", b.URL(key), off, length, stat); r != nil || err != nil {
+		return r, err
 	}
 	var rng blob.HTTPRange
 	if off > 0 || length > 0 {
@@ -270,14 +256,7 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 	if err != nil {
 		var re *azcore.ResponseError
 		if errors.As(err, &re) && re.StatusCode == http.StatusRequestedRangeNotSatisfiable {
-			info, serr := b.Stat(ctx, key)
-			if serr != nil {
-				return nil, serr
-			}
-			if off == info.Size {
-				return io.NopCloser(strings.NewReader("")), nil
-			}
-			return nil, b.offsetError(key, off, info.Size)
+			return storage.UnsatisfiableRange(ctx, "azstore", b.URL(key), off, stat)
 		}
 		return nil, b.fail("get", key, err)
 	}
@@ -285,33 +264,8 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 		resp.Body.Close()
 		return nil, storage.Permanent(fmt.Errorf("azstore: get %s: asked for a range but the store answered without Content-Range", b.URL(key)))
 	}
-	return &bodyReader{ctx: ctx, body: resp.Body, url: b.URL(key)}, nil
+	return storage.NewBodyReader(ctx, resp.Body, "azstore", b.URL(key)), nil
 }
-
-func (b *Bucket) offsetError(key string, off, size int64) error {
-	return fmt.Errorf("azstore: get %s: offset %d is past the end of the %d-byte blob: %w", b.URL(key), off, size, storage.ErrPrecondition)
-}
-
-// bodyReader names the blob in read errors and stops as soon as its
-// context is cancelled.
-type bodyReader struct {
-	ctx  context.Context
-	body io.ReadCloser
-	url  string
-}
-
-func (r *bodyReader) Read(p []byte) (int, error) {
-	if err := r.ctx.Err(); err != nil {
-		return 0, fmt.Errorf("azstore: read %s: %w", r.url, err)
-	}
-	n, err := r.body.Read(p)
-	if err != nil && err != io.EOF {
-		err = fmt.Errorf("azstore: read %s: %w", r.url, err)
-	}
-	return n, err
-}
-
-func (r *bodyReader) Close() error { return r.body.Close() }
 
 // List implements storage.Bucket with paged flat blob listings.
 func (b *Bucket) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {

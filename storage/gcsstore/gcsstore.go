@@ -220,23 +220,9 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 	if err := b.check("get", key); err != nil {
 		return nil, err
 	}
-	if off < 0 {
-		return nil, fmt.Errorf("gcsstore: get %s: negative offset %d", b.URL(key), off)
-	}
-	if length == 0 || off > 0 && length < 0 {
-		// An empty range has no HTTP form, and a range starting at the
-		// size is unsatisfiable although the contract allows it: settle
-		// both with the object's metadata.
-		info, err := b.Stat(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		if off > info.Size {
-			return nil, b.offsetError(key, off, info.Size)
-		}
-		if length == 0 || off == info.Size {
-			return io.NopCloser(strings.NewReader("")), nil
-		}
+	stat := func(ctx context.Context) (storage.ObjectInfo, error) { return b.Stat(ctx, key) }
+	if r, err := storage.SettleRange(ctx, "gcsstore", b.URL(key), off, length, stat); r != nil || err != nil {
+		return r, err
 	}
 	if length < 0 {
 		length = -1
@@ -251,44 +237,12 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 	r, err := obj.NewRangeReader(ctx, off, length)
 	if err != nil {
 		if ge := (*googleapi.Error)(nil); errors.As(err, &ge) && ge.Code == http.StatusRequestedRangeNotSatisfiable {
-			info, serr := b.Stat(ctx, key)
-			if serr != nil {
-				return nil, serr
-			}
-			if off == info.Size {
-				return io.NopCloser(strings.NewReader("")), nil
-			}
-			return nil, b.offsetError(key, off, info.Size)
+			return storage.UnsatisfiableRange(ctx, "gcsstore", b.URL(key), off, stat)
 		}
 		return nil, b.fail("get", key, err)
 	}
-	return &bodyReader{ctx: ctx, r: r, url: b.URL(key)}, nil
+	return storage.NewBodyReader(ctx, r, "gcsstore", b.URL(key)), nil
 }
-
-func (b *Bucket) offsetError(key string, off, size int64) error {
-	return fmt.Errorf("gcsstore: get %s: offset %d is past the end of the %d-byte object: %w", b.URL(key), off, size, storage.ErrPrecondition)
-}
-
-// bodyReader names the object in read errors and stops as soon as its
-// context is cancelled.
-type bodyReader struct {
-	ctx context.Context
-	r   *gcs.Reader
-	url string
-}
-
-func (r *bodyReader) Read(p []byte) (int, error) {
-	if err := r.ctx.Err(); err != nil {
-		return 0, fmt.Errorf("gcsstore: read %s: %w", r.url, err)
-	}
-	n, err := r.r.Read(p)
-	if err != nil && err != io.EOF {
-		err = fmt.Errorf("gcsstore: read %s: %w", r.url, err)
-	}
-	return n, err
-}
-
-func (r *bodyReader) Close() error { return r.r.Close() }
 
 // List implements storage.Bucket; the library pages through the listing.
 func (b *Bucket) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {

@@ -321,23 +321,9 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 	if err := b.check("get", key); err != nil {
 		return nil, err
 	}
-	if off < 0 {
-		return nil, fmt.Errorf("s3store: get %s: negative offset %d", b.URL(key), off)
-	}
-	if length == 0 || off > 0 && length < 0 {
-		// An empty range has no HTTP form, and "bytes=off-" with off equal
-		// to the size is unsatisfiable for S3 although the contract allows
-		// it: settle both with a HEAD.
-		info, err := b.Stat(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		if off > info.Size {
-			return nil, b.offsetError(key, off, info.Size)
-		}
-		if length == 0 || off == info.Size {
-			return io.NopCloser(strings.NewReader("")), nil
-		}
+	stat := func(ctx context.Context) (storage.ObjectInfo, error) { return b.Stat(ctx, key) }
+	if r, err := storage.SettleRange(ctx, "s3store", b.URL(key), off, length, stat); r != nil || err != nil {
+		return r, err
 	}
 	in := &s3.GetObjectInput{
 		Bucket:       aws.String(b.name),
@@ -355,14 +341,7 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 	if err != nil {
 		if storage.HTTPStatus(err) == http.StatusRequestedRangeNotSatisfiable {
 			// off is at or past the end: only off == size is allowed.
-			info, serr := b.Stat(ctx, key)
-			if serr != nil {
-				return nil, serr
-			}
-			if off == info.Size {
-				return io.NopCloser(strings.NewReader("")), nil
-			}
-			return nil, b.offsetError(key, off, info.Size)
+			return storage.UnsatisfiableRange(ctx, "s3store", b.URL(key), off, stat)
 		}
 		return nil, b.fail(ctx, "get", key, err)
 	}
@@ -371,34 +350,8 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 		out.Body.Close()
 		return nil, storage.Permanent(fmt.Errorf("s3store: get %s: asked for %s but the store answered without Content-Range", b.URL(key), *in.Range))
 	}
-	return &bodyReader{ctx: ctx, body: out.Body, url: b.URL(key)}, nil
+	return storage.NewBodyReader(ctx, out.Body, "s3store", b.URL(key)), nil
 }
-
-func (b *Bucket) offsetError(key string, off, size int64) error {
-	return fmt.Errorf("s3store: get %s: offset %d is past the end of the %d-byte object: %w", b.URL(key), off, size, storage.ErrPrecondition)
-}
-
-// bodyReader names the object in read errors and stops as soon as its
-// context is cancelled (the HTTP transport notices a cancellation
-// asynchronously and may hand out buffered bytes first).
-type bodyReader struct {
-	ctx  context.Context
-	body io.ReadCloser
-	url  string
-}
-
-func (r *bodyReader) Read(p []byte) (int, error) {
-	if err := r.ctx.Err(); err != nil {
-		return 0, fmt.Errorf("s3store: read %s: %w", r.url, err)
-	}
-	n, err := r.body.Read(p)
-	if err != nil && err != io.EOF {
-		err = fmt.Errorf("s3store: read %s: %w", r.url, err)
-	}
-	return n, err
-}
-
-func (r *bodyReader) Close() error { return r.body.Close() }
 
 // List implements storage.Bucket with paged ListObjectsV2 requests.
 func (b *Bucket) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {
