@@ -1,0 +1,206 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/plan"
+)
+
+// ErrInvalid marks every error caused by an invalid configuration. Check
+// it with errors.Is.
+var ErrInvalid = errors.New("sim: invalid configuration")
+
+// Shard is one shard as the simulator sees it.
+type Shard struct {
+	// Samples is the shard's sample count.
+	Samples int64
+	// StoredBytes is what a download transfers: the compressed files when
+	// the shard is stored compressed, else the raw ones.
+	StoredBytes int64
+	// CachedBytes is what the shard occupies in the cache once present:
+	// its raw files, plus the compressed ones with KeepZip.
+	CachedBytes int64
+	// Footprint is what the cache reserves while the shard is fetched:
+	// raw plus compressed bytes (cache.Dataset.Footprint).
+	Footprint int64
+	// Files is the number of store requests one download makes (one per
+	// file: 1 for MDS, 2 for JSON lines and CSV).
+	Files int
+}
+
+// Dataset is the simulated dataset: its shards in index order, and the
+// size of its index.json (fetched once per node and kept in the cache).
+type Dataset struct {
+	Shards     []Shard
+	IndexBytes int64
+}
+
+// DatasetFromIndex describes a parsed index.json of indexBytes bytes.
+// With keepZip a compressed shard keeps its compressed files in the cache.
+func DatasetFromIndex(idx *format.Index, indexBytes int64, keepZip bool) Dataset {
+	d := Dataset{Shards: make([]Shard, len(idx.Shards)), IndexBytes: indexBytes}
+	for i := range idx.Shards {
+		si := &idx.Shards[i]
+		sh := Shard{Samples: int64(si.Samples)}
+		raws := []*format.FileInfo{&si.RawData}
+		zips := []*format.FileInfo{si.ZipData}
+		if si.RawMeta != nil || si.ZipMeta != nil {
+			raws = append(raws, si.RawMeta)
+			zips = append(zips, si.ZipMeta)
+		}
+		for k := range raws {
+			var raw, zip int64
+			if raws[k] != nil {
+				raw = raws[k].Bytes
+			}
+			sh.Files++
+			if zips[k] != nil {
+				zip = zips[k].Bytes
+				sh.StoredBytes += zip
+				sh.Footprint += raw + zip
+				sh.CachedBytes += raw
+				if keepZip {
+					sh.CachedBytes += zip
+				}
+			} else {
+				sh.StoredBytes += raw
+				sh.Footprint += raw
+				sh.CachedBytes += raw
+			}
+		}
+		d.Shards[i] = sh
+	}
+	return d
+}
+
+// UniformDataset describes shards of the given sample counts, each of
+// bytesPerSample bytes per sample, uncompressed, one file per shard.
+func UniformDataset(sizes []int64, bytesPerSample int64, indexBytes int64) Dataset {
+	d := Dataset{Shards: make([]Shard, len(sizes)), IndexBytes: indexBytes}
+	for i, n := range sizes {
+		b := n * bytesPerSample
+		d.Shards[i] = Shard{Samples: n, StoredBytes: b, CachedBytes: b, Footprint: b, Files: 1}
+	}
+	return d
+}
+
+// Store models the object store as every node sees it: each request waits
+// Latency before its first byte, then its bytes go through the node's link
+// one request after another (a FIFO link: the same total throughput as
+// fair sharing, whole shards completing in request order).
+type Store struct {
+	// Latency is the time from a request to its first byte.
+	Latency time.Duration
+	// BandwidthPerNode is one node's download rate in bytes/s (0: no
+	// limit).
+	BandwidthPerNode float64
+	// BandwidthTotal is the store's rate for all nodes together in
+	// bytes/s (0: no limit); each node gets an equal share.
+	BandwidthTotal float64
+}
+
+// Config is one simulated run.
+type Config struct {
+	// Dataset is what is read.
+	Dataset Dataset
+	// Plan holds the order options (shuffle, batch size, ...): the same
+	// plan.Options `sluice stream` and the agent pass to the planner.
+	Plan plan.Options
+	// Shape is the world: nodes, ranks per node, DataLoader workers per
+	// rank.
+	Shape plan.Shape
+	// Epochs is the number of epochs to play (0 means 1). The cache is
+	// kept from one epoch to the next.
+	Epochs int
+	// Predownload is the prefetch window of one consumer in samples (0:
+	// 8 × batch size, as stream.Options).
+	Predownload int
+	// CacheLimit is each node's cache limit in bytes (0: none).
+	CacheLimit int64
+	// PrefetchConcurrency bounds one consumer's concurrent prefetches (0:
+	// 8, as stream.Options).
+	PrefetchConcurrency int
+	// RankIterator models `sluice stream`: one iterator (and prefetcher)
+	// per rank over the rank's batches. False models the agent and the
+	// Python client: one iterator per DataLoader worker.
+	RankIterator bool
+	// Store is the store model.
+	Store Store
+	// DecodeCost is the CPU time a DataLoader worker spends per sample.
+	DecodeCost time.Duration
+	// StepTime gives each training step's compute time (nil: 0).
+	StepTime StepTime
+	// Nodes restricts the simulation to these nodes (nil: all). Steps
+	// still synchronise over the simulated nodes only.
+	Nodes []int
+	// KeepSteps records every step's wait in the report (memory: 8 bytes
+	// per step and node).
+	KeepSteps bool
+}
+
+func (c *Config) validate() error {
+	if len(c.Dataset.Shards) == 0 {
+		return fmt.Errorf("%w: the dataset has no shards", ErrInvalid)
+	}
+	if c.Plan.BatchSize <= 0 {
+		return fmt.Errorf("%w: batch size must be positive", ErrInvalid)
+	}
+	if c.Shape.Nodes <= 0 || c.Shape.RanksPerNode <= 0 || c.Shape.WorkersPerRank <= 0 {
+		return fmt.Errorf("%w: nodes, ranks per node and workers per rank must be positive (%d, %d, %d)",
+			ErrInvalid, c.Shape.Nodes, c.Shape.RanksPerNode, c.Shape.WorkersPerRank)
+	}
+	if c.Epochs < 0 || c.Predownload < 0 || c.CacheLimit < 0 || c.PrefetchConcurrency < 0 || c.DecodeCost < 0 {
+		return fmt.Errorf("%w: epochs, predownload, cache limit, prefetch concurrency and decode cost must not be negative", ErrInvalid)
+	}
+	if c.Store.Latency < 0 || c.Store.BandwidthPerNode < 0 || c.Store.BandwidthTotal < 0 {
+		return fmt.Errorf("%w: latency and bandwidths must not be negative", ErrInvalid)
+	}
+	for _, n := range c.Nodes {
+		if n < 0 || n >= c.Shape.Nodes {
+			return fmt.Errorf("%w: node %d outside %d nodes", ErrInvalid, n, c.Shape.Nodes)
+		}
+	}
+	for i, s := range c.Dataset.Shards {
+		if s.Samples < 0 || s.StoredBytes < 0 || s.CachedBytes < 0 || s.Footprint < 0 || s.Files < 0 {
+			return fmt.Errorf("%w: shard %d has a negative size", ErrInvalid, i)
+		}
+	}
+	return nil
+}
+
+func (c *Config) predownload() int {
+	if c.Predownload > 0 {
+		return c.Predownload
+	}
+	return 8 * c.Plan.BatchSize
+}
+
+func (c *Config) concurrency() int {
+	if c.PrefetchConcurrency > 0 {
+		return c.PrefetchConcurrency
+	}
+	return 8
+}
+
+// consumers returns the iterators of one node.
+func (c *Config) consumers() int {
+	if c.RankIterator {
+		return c.Shape.RanksPerNode
+	}
+	return c.Shape.RanksPerNode * c.Shape.WorkersPerRank
+}
+
+// bandwidth returns one node's download rate (0: unlimited).
+func (c *Config) bandwidth(nodes int) float64 {
+	bw := c.Store.BandwidthPerNode
+	if c.Store.BandwidthTotal > 0 {
+		share := c.Store.BandwidthTotal / float64(max(nodes, 1))
+		if bw == 0 || share < bw {
+			bw = share
+		}
+	}
+	return bw
+}

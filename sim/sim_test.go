@@ -1,0 +1,159 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/sluicedata/sluice/plan"
+)
+
+func near(t *testing.T, name string, got, want float64) {
+	t.Helper()
+	if math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {
+		t.Errorf("%s = %.9g, want %.9g", name, got, want)
+	}
+}
+
+// One node, one rank, no shuffle: the figures follow by hand.
+func TestHandComputed(t *testing.T) {
+	// 4 shards of 10 samples × 100 B = 1000 B each; 1000 B/s, 100 ms
+	// latency; the index is 500 B.
+	c := &Config{
+		Dataset:      UniformDataset([]int64{10, 10, 10, 10}, 100, 500),
+		Plan:         plan.Options{BatchSize: 5},
+		Shape:        plan.Shape{Nodes: 1, RanksPerNode: 1, WorkersPerRank: 1},
+		RankIterator: true,
+		Store:        Store{Latency: 100 * time.Millisecond, BandwidthPerNode: 1000},
+		StepTime:     Fixed(3 * time.Second),
+	}
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "index", r.IndexS, 0.6)
+	// First shard alone until the first sample: 0.1 + 1.0.
+	near(t, "ttfb", r.TimeToFirstBatchS, 1.1)
+	// Then shards 1..3 go through the link back to back from 1.7: shard 1
+	// done at 1.7+0.1+1 = 2.8 (needed at step 2, at 1.7+3+3), ... no stall.
+	if r.StalledSteps != 0 || r.StallS != 0 {
+		t.Errorf("stalls %d (%.3fs), want none", r.StalledSteps, r.StallS)
+	}
+	if r.Steps != 8 {
+		t.Errorf("steps %d, want 8", r.Steps)
+	}
+	near(t, "wall", r.WallS, 1.1+8*3)
+	if r.StoreBytes != 4500 || r.StoreRequests != 5 {
+		t.Errorf("store %d B in %d requests, want 4500 B in 5", r.StoreBytes, r.StoreRequests)
+	}
+	if r.Nodes[0].PeakCacheBytes != 4500 {
+		t.Errorf("peak cache %d, want 4500", r.Nodes[0].PeakCacheBytes)
+	}
+}
+
+// A fast step on a slow link stalls at every shard boundary.
+func TestStallsOnSlowLink(t *testing.T) {
+	c := &Config{
+		Dataset:      UniformDataset([]int64{10, 10, 10}, 100, 0),
+		Plan:         plan.Options{BatchSize: 10},
+		Shape:        plan.Shape{Nodes: 1, RanksPerNode: 1, WorkersPerRank: 1},
+		RankIterator: true,
+		Store:        Store{BandwidthPerNode: 1000},
+		StepTime:     Fixed(100 * time.Millisecond),
+	}
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Shard 0 done at 1; shards 1, 2 start then and finish at 2 and 3;
+	// steps begin at 1, 2, 3: stalls of 0.9 s twice.
+	near(t, "ttfb", r.TimeToFirstBatchS, 1)
+	if r.StalledSteps != 2 {
+		t.Errorf("stalled steps %d, want 2", r.StalledSteps)
+	}
+	near(t, "stall", r.StallS, 1.8)
+	near(t, "wall", r.WallS, 3.1)
+	near(t, "wait fraction", r.InputWaitFraction, 2.8/3.1)
+}
+
+// A cache that holds two shards evicts and downloads again in the second
+// epoch; without a limit the second epoch downloads nothing.
+func TestCacheLimitRedownloads(t *testing.T) {
+	base := Config{
+		Dataset:      UniformDataset([]int64{10, 10, 10, 10, 10, 10}, 100, 0),
+		Plan:         plan.Options{BatchSize: 5, Shuffle: true},
+		Shape:        plan.Shape{Nodes: 1, RanksPerNode: 1, WorkersPerRank: 1},
+		RankIterator: true,
+		Epochs:       2,
+		Store:        Store{BandwidthPerNode: 1e6},
+		StepTime:     Fixed(time.Millisecond),
+	}
+	free, err := Run(context.Background(), &base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if free.StoreBytes != 6000 || free.Nodes[0].Evictions != 0 {
+		t.Errorf("no limit: %d bytes, %d evictions; want 6000, 0", free.StoreBytes, free.Nodes[0].Evictions)
+	}
+	tight := base
+	tight.CacheLimit = 3000
+	r, err := Run(context.Background(), &tight)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.StoreBytes <= 6000 || r.Nodes[0].Evictions == 0 {
+		t.Errorf("limit 3000: %d bytes, %d evictions; want more than 6000 and some", r.StoreBytes, r.Nodes[0].Evictions)
+	}
+	if r.PeakCacheBytes > tight.CacheLimit {
+		t.Errorf("peak %d over the limit %d", r.PeakCacheBytes, tight.CacheLimit)
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	for _, c := range []Config{
+		{},
+		{Dataset: UniformDataset([]int64{1}, 1, 0), Shape: plan.Shape{Nodes: 1, RanksPerNode: 1, WorkersPerRank: 1}},
+		{Dataset: UniformDataset([]int64{1}, 1, 0), Plan: plan.Options{BatchSize: 1}},
+		{Dataset: UniformDataset([]int64{1}, 1, 0), Plan: plan.Options{BatchSize: 1},
+			Shape: plan.Shape{Nodes: 1, RanksPerNode: 1, WorkersPerRank: 1}, Nodes: []int{3}},
+	} {
+		if _, err := Run(context.Background(), &c); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: err %v, want ErrInvalid", c, err)
+		}
+	}
+}
+
+// seedScale is the target: 39k shards, 5M samples, 20 nodes × 8
+// ranks × 8 workers, one shuffled epoch.
+func seedScale() *Config {
+	const shards = 39_000
+	sizes := make([]int64, shards)
+	var total int64
+	for i := range sizes {
+		sizes[i] = 5_000_000 / shards
+		if i < 5_000_000%shards {
+			sizes[i]++
+		}
+		total += sizes[i]
+	}
+	return &Config{
+		Dataset:  UniformDataset(sizes, 110_000, 20<<20),
+		Plan:     plan.Options{BatchSize: 2, Shuffle: true},
+		Shape:    plan.Shape{Nodes: 20, RanksPerNode: 8, WorkersPerRank: 8},
+		Store:    Store{Latency: 50 * time.Millisecond, BandwidthPerNode: 1.25e9, BandwidthTotal: 10e9},
+		StepTime: Fixed(500 * time.Millisecond), CacheLimit: 200 << 30,
+	}
+}
+
+func BenchmarkSeedScale(b *testing.B) {
+	c := seedScale()
+	for b.Loop() {
+		r, err := Run(context.Background(), c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(r.Steps), "steps")
+	}
+}
