@@ -27,6 +27,9 @@
 //	  - World, WorldFromEnv, World.Parallel, World.Shape: the process's place
 //	    from RANK/WORLD_SIZE/LOCAL_WORLD_SIZE or explicit values, and the
 //	    replicated "parallel" world in which order is computed (§13.1).
+//	  - DetectWorld, Placement: the world from whichever launcher started
+//	    the process (torchrun, Open MPI, Slurm, Kubernetes), checked for
+//	    conflicts between nested launchers.
 //	  - EpochSpec, Epoch: one epoch for one parallel shape from one resume
 //	    position. Worker returns generate_work()[node][rank][worker]
 //	    flattened; WorkerIter yields the same lazily (the first batch alone,
