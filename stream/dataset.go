@@ -56,6 +56,7 @@ type streamState struct {
 	keepZip   bool
 	validate  string
 	firstShar int
+	tar       *tarSpec // the shards of a tar dataset, nil otherwise
 	// inflating serialises decompression of local-only compressed shards.
 	inflating sync.Mutex
 }
@@ -240,6 +241,9 @@ func (d *Dataset) openStream(ctx context.Context, o *Options, s Stream) (*stream
 	if s.Split != "" {
 		root = strings.TrimSuffix(root, "/") + "/" + s.Split
 	}
+	if root, st.tar, err = tarStreamRoot(root); err != nil {
+		return nil, err
+	}
 	b, err := o.Registry.Open(ctx, root)
 	if err != nil {
 		return nil, fmt.Errorf("stream: %w", err)
@@ -331,7 +335,7 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (*
 	local := filepath.Join(st.dir, format.IndexFile)
 	b, err := os.ReadFile(local)
 	if errors.Is(err, fs.ErrNotExist) {
-		b, err = storage.ReadAll(ctx, st.bucket, format.IndexFile, maxIndexBytes)
+		b, err = readStreamIndex(ctx, st.bucket, st.tar)
 		if err != nil {
 			return nil, 0, fmt.Errorf("stream: read index: %w", err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicedata/sluice/format/compress"
 	"github.com/sluicedata/sluice/format/jsonl"
 	"github.com/sluicedata/sluice/format/mds"
+	"github.com/sluicedata/sluice/format/wds"
 	"github.com/sluicedata/sluice/format/xsv"
 	"github.com/sluicedata/sluice/internal/atomicfile"
 )
@@ -185,6 +186,8 @@ func openFormat(path, meta string, info *format.ShardInfo) (format.Shard, error)
 		return jsonl.OpenFiles(path, meta, info)
 	case xsv.CSV, xsv.TSV, xsv.XSV:
 		return xsv.OpenFiles(path, meta, info)
+	case wds.Format:
+		return wds.OpenFile(path, info, nil)
 	default:
 		return nil, fmt.Errorf("%s: shard format %q is not supported for streaming", path, info.Format)
 	}

@@ -2,6 +2,7 @@ package wds
 
 import (
 	"archive/tar"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -87,6 +88,25 @@ type countingReader struct {
 	err error // first error other than io.EOF from r: an I/O failure, not damage
 }
 
+// Seek lets archive/tar skip member data without reading it when the
+// underlying reader can seek (an mmap, a ranged store reader); the count
+// follows the new position.
+func (c *countingReader) Seek(off int64, whence int) (int64, error) {
+	sk, ok := c.r.(io.Seeker)
+	if !ok {
+		return 0, errNoSeek
+	}
+	n, err := sk.Seek(off, whence)
+	if err != nil {
+		return n, err
+	}
+	c.n = n
+	return n, nil
+}
+
+// errNoSeek tells archive/tar to read through data it skips.
+var errNoSeek = errors.New("wds: reader cannot seek")
+
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
@@ -125,8 +145,16 @@ func (r *Reader) readMember() (*member, error) {
 		if h.Size >= 0 && h.Size < 1<<62 {
 			r.next = pad512(r.cr.n + h.Size)
 		}
-		if h.Typeflag != tar.TypeReg { // the reader maps old-style TypeRegA to TypeReg
+		// The reader maps old-style TypeRegA to TypeReg; Python's tarfile
+		// also counts contiguous files as regular.
+		if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeCont {
 			continue
+		}
+		if isMeta(h.Name) {
+			continue
+		}
+		if why := checkName(h.Name); why != "" {
+			return nil, &CorruptError{Member: h.Name, Offset: before, Reason: why}
 		}
 		key, field, ok := SplitName(h.Name)
 		if !ok {

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/sluicedata/sluice/format"
 )
 
 // ErrCorrupt reports a malformed archive. Errors returned for bad input match
@@ -25,6 +28,8 @@ const (
 // CorruptError describes a malformed archive: the member (if known), the
 // byte offset in the archive, and what was wrong. It matches ErrCorrupt.
 type CorruptError struct {
+	// Shard names the archive (a file or URL), empty when not known.
+	Shard string
 	// Member is the tar member name, empty when the error precedes it.
 	Member string
 	// Offset is the byte position in the archive where the problem lies.
@@ -39,10 +44,16 @@ type CorruptError struct {
 func (e *CorruptError) Error() string {
 	var b strings.Builder
 	b.WriteString("wds: corrupt archive")
+	if e.Shard != "" {
+		fmt.Fprintf(&b, " %s", e.Shard)
+	}
 	if e.Member != "" {
 		fmt.Fprintf(&b, ": member %q", e.Member)
 	}
-	fmt.Fprintf(&b, " at offset %d: %s", e.Offset, e.Reason)
+	if e.Offset >= 0 {
+		fmt.Fprintf(&b, " at offset %d", e.Offset)
+	}
+	fmt.Fprintf(&b, ": %s", e.Reason)
 	if e.Err != nil {
 		b.WriteString(": ")
 		b.WriteString(e.Err.Error())
@@ -50,8 +61,10 @@ func (e *CorruptError) Error() string {
 	return b.String()
 }
 
-// Is reports whether target is ErrCorrupt.
-func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+// Is reports whether target is ErrCorrupt or format.ErrCorrupt.
+func (e *CorruptError) Is(target error) bool {
+	return target == ErrCorrupt || target == format.ErrCorrupt
+}
 
 // Unwrap returns the underlying cause.
 func (e *CorruptError) Unwrap() error { return e.Err }
@@ -77,17 +90,49 @@ func (s *Sample) Size() int64 {
 	return n
 }
 
-// SplitName splits a member name into its sample key and field name, the
-// WebDataset way. ok is false for names that do not belong to any sample:
-// a base name without a dot, an empty key or field, or a base name that
-// starts with a dot.
+// SplitName splits a member name into its sample key and field name by
+// WebDataset's rule: the key is the directory part plus the base name up to
+// its first dot, the field is the rest of the base name after that dot
+// (possibly empty), lowercased. ok is false for names that belong to no
+// sample: a base name without a dot or starting with one.
 func SplitName(name string) (key, field string, ok bool) {
 	dir, base := path.Split(name)
 	i := strings.IndexByte(base, '.')
-	if i <= 0 || i == len(base)-1 {
+	if i <= 0 {
 		return "", "", false
 	}
-	return dir + base[:i], base[i+1:], true
+	return dir + base[:i], strings.ToLower(base[i+1:]), true
+}
+
+// isMeta reports whether WebDataset skips the member name as metadata: a
+// top-level name that starts and ends with "__", or one whose first path
+// element has the form "__X__".
+func isMeta(name string) bool {
+	if !strings.Contains(name, "/") && strings.HasPrefix(name, "__") && strings.HasSuffix(name, "__") {
+		return true
+	}
+	if !strings.HasPrefix(name, "__") {
+		return false
+	}
+	first, _, _ := strings.Cut(name, "/")
+	return len(first) >= 4 && strings.HasSuffix(first, "__")
+}
+
+// checkName rejects member names Sluice refuses to serve: names that are
+// not UTF-8, contain NUL, or have a ".." path element.
+func checkName(name string) string {
+	if !utf8.ValidString(name) {
+		return "member name is not valid UTF-8"
+	}
+	if strings.ContainsRune(name, 0) {
+		return "member name contains NUL"
+	}
+	for _, el := range strings.Split(name, "/") {
+		if el == ".." {
+			return "member name has a \"..\" element"
+		}
+	}
+	return ""
 }
 
 // validKey reports whether key can be written as a sample key: non-empty,

@@ -224,7 +224,9 @@ func TestSplitName(t *testing.T) {
 		{"a.b/c.d", "a.b/c", "d", true},
 		{"noext", "", "", false},
 		{".hidden", "", "", false},
-		{"trailing.", "", "", false},
+		{"trailing.", "trailing", "", true}, // webdataset keeps an empty suffix
+		{"a/B.JPG", "a/B", "jpg", true},     // and lowercases it
+		{".hidden.jpg", "", "", false},
 	} {
 		k, f, ok := wds.SplitName(c.name)
 		if k != c.key || f != c.field || ok != c.ok {

@@ -1,0 +1,77 @@
+package wds
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"hash"
+	"io"
+)
+
+// HeaderDigest is the FileInfo.Hashes key of a shard's header digest: the
+// SHA-256 of the bytes Scan reads from a seekable archive (every header
+// block, PAX and GNU long-name records, and the last byte of each member's
+// data and padding, which archive/tar reads after seeking). It changes
+// whenever a member is renamed, resized, re-timed or reordered, without
+// reading the data.
+const HeaderDigest = "wds_headers_sha256"
+
+// Summary is what an index records about one archive.
+type Summary struct {
+	// Samples is the number of samples.
+	Samples int
+	// FirstKey and LastKey are the keys of the first and last samples
+	// ("" without samples); a key that ends one shard and starts the next
+	// would be split across shards.
+	FirstKey, LastKey string
+	// FirstOffset and LastOffset are the header offsets of those samples.
+	FirstOffset, LastOffset int64
+	// Digest is the hex HeaderDigest.
+	Digest string
+}
+
+// Scan reads an archive's headers and returns its Summary. When r is also
+// an io.Seeker, member data is skipped by seeking, so a reader backed by
+// ranged requests fetches little more than the headers. Malformed archives
+// give errors matching ErrCorrupt. opts may be nil.
+func Scan(r io.Reader, opts *ReaderOptions) (Summary, error) {
+	h := sha256.New()
+	tee := &hashReader{r: r, h: h}
+	var rr io.Reader = tee
+	if sk, ok := r.(io.Seeker); ok {
+		rr = &hashSeeker{hashReader: tee, sk: sk}
+	}
+	rd := NewReader(rr, opts)
+	rd.skip = true
+	var s Summary
+	for rd.Next() {
+		start, _ := rd.Span()
+		if s.Samples == 0 {
+			s.FirstKey, s.FirstOffset = rd.sample.Key, start
+		}
+		s.LastKey, s.LastOffset = rd.sample.Key, start
+		s.Samples++
+	}
+	if err := rd.Err(); err != nil {
+		return Summary{}, err
+	}
+	s.Digest = hex.EncodeToString(h.Sum(nil))
+	return s, nil
+}
+
+type hashReader struct {
+	r io.Reader
+	h hash.Hash
+}
+
+func (t *hashReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	t.h.Write(p[:n])
+	return n, err
+}
+
+type hashSeeker struct {
+	*hashReader
+	sk io.Seeker
+}
+
+func (t *hashSeeker) Seek(off int64, whence int) (int64, error) { return t.sk.Seek(off, whence) }

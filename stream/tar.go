@@ -1,0 +1,62 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/storage"
+)
+
+// A tar dataset is a stream whose Remote names WebDataset .tar shards: a
+// brace pattern ("s3://b/train/shard-{000000..001399}.tar"), a "::"
+// separated list, a single .tar, or a directory holding .tar objects and
+// no index.json. Its index.json (format wds, see BuildTarIndex) is read
+// from beside the shards when one there lists them all (sluice index writes
+// it), and otherwise built from the shards' headers; either way it is then
+// cached like an MDS index, and the shards go through the same cache,
+// plan, prefetch and resume.
+
+// tarStreamRoot returns the store root to open for remote and the tar
+// spec it names (nil for an ordinary dataset directory).
+func tarStreamRoot(remote string) (string, *tarSpec, error) {
+	spec, err := parseTarSpec(remote)
+	if err != nil || spec == nil {
+		return remote, nil, err
+	}
+	return spec.root, spec, nil
+}
+
+// readStreamIndex returns the bytes of a remote stream's index.json: read
+// from the store, or, for a tar dataset (spec, or a directory of .tar
+// objects without an index), selected from the index beside the shards
+// or built from their headers.
+func readStreamIndex(ctx context.Context, b storage.Bucket, spec *tarSpec) ([]byte, error) {
+	raw, err := storage.ReadAll(ctx, b, format.IndexFile, maxIndexBytes)
+	if spec == nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			return raw, err
+		}
+		keys, lerr := listTars(ctx, b)
+		if lerr != nil || len(keys) == 0 {
+			return nil, err // not a tar directory: report the missing index
+		}
+		spec = &tarSpec{spec: b.URL(""), keys: keys}
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	if err == nil {
+		if idx, perr := format.ParseIndex(raw); perr == nil {
+			if sel, ok := selectTarIndex(idx, spec.keys); ok {
+				return format.AppendIndex(nil, sel), nil
+			}
+		}
+	}
+	idx, err := BuildTarIndex(ctx, b, spec.keys, nil)
+	if err != nil {
+		return nil, fmt.Errorf("index tar shards of %s: %w", spec.spec, err)
+	}
+	return format.AppendIndex(nil, idx), nil
+}

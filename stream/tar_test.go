@@ -1,0 +1,392 @@
+package stream_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluicedata/sluice/cache"
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/format/wds"
+	"github.com/sluicedata/sluice/plan"
+	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/memstore"
+	"github.com/sluicedata/sluice/stream"
+)
+
+// wdsFixtures is the directory of the reference WebDataset fixtures.
+func wdsFixtures(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join("..", "..", "shared", "fixtures", "wds")
+	if _, err := os.Stat(dir); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("reference fixtures missing: %v", err)
+		}
+		t.Skipf("reference fixtures missing: %v", err)
+	}
+	return dir
+}
+
+type wdsExpected struct {
+	Key    string `json:"key"`
+	URL    string `json:"url"`
+	Fields map[string]struct {
+		RawLen    int    `json:"raw_len"`
+		RawSHA256 string `json:"raw_sha256"`
+	} `json:"fields"`
+}
+
+func readExpected(t testing.TB, path string) []wdsExpected {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []wdsExpected
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var e wdsExpected
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// memTars uploads files (key → bytes) to a memstore reachable as mem://data.
+func memTars(t testing.TB, files map[string][]byte) (*storage.Registry, storage.Bucket) {
+	t.Helper()
+	mb := memstore.New("data")
+	for k, b := range files {
+		w, err := mb.NewWriter(context.Background(), k, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(b)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &storage.Registry{}
+	r.Register("mem", func(context.Context, *url.URL) (storage.Bucket, error) { return nopBucket{mb}, nil })
+	return r, mb
+}
+
+// nopBucket keeps the shared memstore open when a dataset closes it.
+type nopBucket struct{ storage.Bucket }
+
+func (nopBucket) Close() error { return nil }
+
+func TestTarFixturesThroughGet(t *testing.T) {
+	root := wdsFixtures(t)
+	for _, name := range []string{"images", "mixed", "gnutar_pax"} {
+		t.Run(name, func(t *testing.T) {
+			var meta struct {
+				URLs string `json:"urls"`
+			}
+			b, err := os.ReadFile(filepath.Join(root, name, "meta.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &meta); err != nil {
+				t.Fatal(err)
+			}
+			files := map[string][]byte{}
+			tars, _ := filepath.Glob(filepath.Join(root, name, "data", "*.tar"))
+			for _, p := range tars {
+				files[filepath.Base(p)], _ = os.ReadFile(p)
+			}
+			reg, _ := memTars(t, files)
+			ds, err := stream.Open(context.Background(), &stream.Options{
+				Remote: "mem://data/" + strings.TrimPrefix(meta.URLs, "data/"), Local: t.TempDir(), Registry: reg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ds.Close()
+			want := readExpected(t, filepath.Join(root, name, "expected.jsonl"))
+			if ds.Len() != int64(len(want)) {
+				t.Fatalf("%d samples, want %d", ds.Len(), len(want))
+			}
+			for i, w := range want {
+				s, err := ds.Get(context.Background(), int64(i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s[wds.KeyField] != w.Key {
+					t.Errorf("sample %d: key %q, want %q", i, s[wds.KeyField], w.Key)
+				}
+				if len(s) != len(w.Fields)+1 {
+					t.Errorf("sample %d: %d fields, want %d", i, len(s)-1, len(w.Fields))
+				}
+				for f, wf := range w.Fields {
+					v, _ := s[f].([]byte)
+					sum := sha256.Sum256(v)
+					if len(v) != wf.RawLen || hex.EncodeToString(sum[:]) != wf.RawSHA256 {
+						t.Errorf("sample %d field %q: %d bytes %x, want %d %s", i, f, len(v), sum, wf.RawLen, wf.RawSHA256)
+					}
+				}
+			}
+		})
+	}
+}
+
+// writeTars writes shards tars of per samples each (keys "s%06d", fields
+// jpg and cls) and returns them by name.
+func writeTars(t testing.TB, shards, per, payload int) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for k := range shards {
+		var buf strings.Builder
+		w := wds.NewWriter(&buf)
+		for j := range per {
+			id := k*per + j
+			body := make([]byte, payload)
+			for i := range body {
+				body[i] = byte(id + i)
+			}
+			if err := w.Write(fmt.Sprintf("s%06d", id), map[string][]byte{"jpg": body, "cls": []byte(fmt.Sprint(id))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		out[fmt.Sprintf("shard-%06d.tar", k)] = []byte(buf.String())
+	}
+	return out
+}
+
+func tarSampleID(t testing.TB, s format.Sample) int64 {
+	t.Helper()
+	var id int64
+	if _, err := fmt.Sscanf(string(s["cls"].([]byte)), "%d", &id); err != nil {
+		t.Fatal(err)
+	}
+	if s[wds.KeyField] != fmt.Sprintf("s%06d", id) {
+		t.Fatalf("key %v does not match cls %d", s[wds.KeyField], id)
+	}
+	return id
+}
+
+// TestTarExactlyOnceUnderLimit streams tars through a cache smaller than
+// the data on 1, 2 and 4 ranks with 1 and 2 workers: every sample once.
+func TestTarExactlyOnceUnderLimit(t *testing.T) {
+	const shards, per, payload = 12, 20, 1000
+	files := writeTars(t, shards, per, payload)
+	var shardBytes int64
+	var total int64
+	for _, b := range files {
+		shardBytes = max(shardBytes, int64(len(b)))
+		total += int64(len(b))
+	}
+	reg, _ := memTars(t, files)
+	ctx := context.Background()
+	for _, ranks := range []int{1, 2, 4} {
+		for _, workers := range []int{1, 2} {
+			t.Run(fmt.Sprintf("ranks%d-workers%d", ranks, workers), func(t *testing.T) {
+				dir := t.TempDir()
+				limit := int64(ranks*workers+2)*shardBytes + 64<<10
+				if limit >= total {
+					t.Fatalf("limit %d not under the data size %d", limit, total)
+				}
+				c, err := cache.Open(ctx, dir, &cache.Options{Limit: limit})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				var mu sync.Mutex
+				seen := map[int64]int{}
+				var wg sync.WaitGroup
+				for r := range ranks {
+					ds, err := stream.Open(ctx, &stream.Options{Remote: "mem://data/shard-{000000..000011}.tar",
+						Registry: reg, Cache: c, Shuffle: true, BatchSize: 4, Predownload: 8})
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer ds.Close()
+					ep, err := ds.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: ranks, Rank: r}, workers)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for wk := range workers {
+						it, err := ep.Iter(ctx, wk)
+						if err != nil {
+							t.Fatal(err)
+						}
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							defer it.Close()
+							for it.Next() {
+								s, err := it.Sample()
+								if err != nil {
+									t.Error(err)
+									return
+								}
+								id := tarSampleID(t, s)
+								mu.Lock()
+								seen[id]++
+								mu.Unlock()
+							}
+							if err := it.Err(); err != nil {
+								t.Error(err)
+							}
+						}()
+					}
+				}
+				wg.Wait()
+				for id := range int64(shards * per) {
+					if seen[id] != 1 {
+						t.Errorf("sample %d delivered %d times", id, seen[id])
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestTarResumeOnAnotherWorld stops 4 ranks mid-epoch and resumes on 3.
+func TestTarResumeOnAnotherWorld(t *testing.T) {
+	ctx := context.Background()
+	const shards, per = 12, 20
+	reg, _ := memTars(t, writeTars(t, shards, per, 100))
+	open := func() *stream.Dataset {
+		ds, err := stream.Open(ctx, &stream.Options{Remote: "mem://data/shard-{000000..000011}.tar::", Local: t.TempDir(),
+			Registry: reg, BatchSize: 8, Shuffle: true, NumCanonicalNodes: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ds.Close() })
+		return ds
+	}
+	seen := map[int64]int{}
+	var state plan.State
+	for r := range 4 {
+		ds := open()
+		ep, err := ds.NewEpoch(ctx, plan.World{Nodes: 4, RanksPerNode: 1, Rank: r}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		it, err := ep.RankIter(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for it.Yielded() < 3*8 && it.Next() {
+			s, err := it.Sample()
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[tarSampleID(t, s)]++
+		}
+		it.Close()
+		if state, err = ds.State(it.Yielded()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if state.SampleInEpoch != 96 {
+		t.Fatalf("state %+v: want sample_in_epoch 96", state)
+	}
+	for r := range 3 {
+		ds := open()
+		if err := ds.Load(state); err != nil {
+			t.Fatal(err)
+		}
+		ep, err := ds.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 3, Rank: r}, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		it, err := ep.RankIter(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for it.Next() {
+			s, err := it.Sample()
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[tarSampleID(t, s)]++
+		}
+		if err := it.Err(); err != nil {
+			t.Fatal(err)
+		}
+		it.Close()
+	}
+	for id := range int64(shards * per) {
+		if seen[id] != 1 {
+			t.Errorf("sample %d delivered %d times across the stop and resume", id, seen[id])
+		}
+	}
+}
+
+// TestTarIndexBesideShards: an index written beside the shards is used
+// (no shard is read to open), a subset pattern selects its entries, and a
+// split key is an error naming both shards.
+func TestTarIndexBesideShards(t *testing.T) {
+	ctx := context.Background()
+	files := writeTars(t, 4, 5, 100)
+	reg, mb := memTars(t, files)
+	idx, err := stream.BuildTarIndex(ctx, mb, []string{"shard-000000.tar", "shard-000001.tar", "shard-000002.tar", "shard-000003.tar"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range idx.Shards {
+		if s.Samples != 5 || s.RawData.Bytes != int64(len(files[s.RawData.Basename])) || len(s.RawData.Hashes[wds.HeaderDigest]) != 64 {
+			t.Fatalf("shard %d: %+v", i, s)
+		}
+	}
+	w, _ := mb.NewWriter(ctx, format.IndexFile, nil)
+	w.Write(format.AppendIndex(nil, idx))
+	w.Close()
+	ds, err := stream.Open(ctx, &stream.Options{Remote: "mem://data/shard-{000002,000001}.tar", Local: t.TempDir(), Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	if ds.Len() != 10 || ds.ShardInfo(0).RawData.Basename != "shard-000002.tar" {
+		t.Fatalf("subset: %d samples, first shard %s", ds.Len(), ds.ShardInfo(0).RawData.Basename)
+	}
+	s, err := ds.Get(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := tarSampleID(t, s); id != 10 {
+		t.Fatalf("sample 0 is %d, want 10", id)
+	}
+	// A directory holding an index of tars opens like an MDS dataset.
+	dd, err := stream.Open(ctx, &stream.Options{Remote: "mem://data", Local: t.TempDir(), Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dd.Close()
+	if dd.Len() != 20 {
+		t.Fatalf("directory: %d samples", dd.Len())
+	}
+
+	// A key split across two shards.
+	var a, b strings.Builder
+	wa, wb := wds.NewWriter(&a), wds.NewWriter(&b)
+	wa.Write("k1", map[string][]byte{"jpg": []byte("x")})
+	wa.Write("k2", map[string][]byte{"jpg": []byte("x")})
+	wb.Write("k2", map[string][]byte{"cls": []byte("1")})
+	wa.Close()
+	wb.Close()
+	_, sb := memTars(t, map[string][]byte{"a.tar": []byte(a.String()), "b.tar": []byte(b.String())})
+	_, err = stream.BuildTarIndex(ctx, sb, []string{"a.tar", "b.tar"}, nil)
+	var ce *wds.CorruptError
+	if !errors.As(err, &ce) || !errors.Is(err, format.ErrCorrupt) || !strings.Contains(err.Error(), "b.tar") || !strings.Contains(err.Error(), "a.tar") {
+		t.Fatalf("split key: %v", err)
+	}
+}
