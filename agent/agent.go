@@ -85,6 +85,11 @@ type Agent struct {
 	// every dataset under it.
 	cacheMu sync.Mutex
 	caches  map[string]*cache.Cache
+
+	// pool keeps the stores open for the agent's lifetime (see bucketPool);
+	// registry opens through it. Both nil without Options.Registry.
+	pool     *bucketPool
+	registry *storage.Registry
 }
 
 // New returns an Agent.
@@ -116,6 +121,10 @@ func New(opts *Options) (*Agent, error) {
 		caches:   map[string]*cache.Cache{},
 	}
 	a.gone = sync.NewCond(&a.mu)
+	if o.Registry != nil {
+		a.pool = &bucketPool{base: o.Registry}
+		a.registry = a.pool.registry()
+	}
 	return a, nil
 }
 
@@ -255,6 +264,11 @@ func (a *Agent) closeDatasets() {
 		}
 	}
 	a.caches = map[string]*cache.Cache{}
+	if a.pool != nil {
+		if err := a.pool.close(); err != nil {
+			a.log.Warn("close stores", "err", err)
+		}
+	}
 }
 
 // acquireDataset opens the dataset or takes another reference to it.

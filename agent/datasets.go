@@ -46,7 +46,7 @@ func (a *Agent) streamOptions(ctx context.Context, ds agentapi.Dataset) (stream.
 		Remote:              ds.Remote,
 		Local:               ds.Local,
 		Split:               ds.Split,
-		Registry:            a.opts.Registry,
+		Registry:            a.registry,
 		ValidateHash:        ds.ValidateHash,
 		KeepZip:             ds.KeepZip,
 		SamplingMethod:      ds.SamplingMethod,

@@ -1,4 +1,20 @@
-"""StreamingDataLoader: a torch DataLoader that checkpoints its position."""
+"""StreamingDataLoader: a torch DataLoader that checkpoints its position.
+
+Counting samples. MosaicML's loader counts a batch as the length of its
+first value (a dict's first value, a tensor's first dimension, else
+``len(batch[0])``). That is right for the default collate of dict samples
+but wrong for other shapes a user reaches: a batch left as a list of
+samples (``collate_fn=lambda x: x``) counts the columns of its first
+sample, and a tuple sample whose first field is a dict counts that dict's
+keys. Sluice counts exactly instead: the loader wraps the collate function
+(in the worker, where the samples are still a list) so that each batch
+carries the number of samples it was made of, and unwraps it in the main
+process before the batch is yielded. Where MosaicML's count is right the
+two agree; where it is wrong, Sluice's is the one that resumes on the exact
+sample. A batch that did not come through the wrapper (a collate function
+replaced after construction) is counted MosaicML's way, see
+_get_batch_size.
+"""
 
 from . import _world
 
@@ -10,26 +26,60 @@ except ImportError:  # pragma: no cover - torch is optional
     _DataLoader = object
 
 
-def _batch_len(batch):
+class _Counted:
+    """A collated batch and the number of samples it holds, on its way from
+    a DataLoader worker to the main process."""
+
+    __slots__ = ("n", "batch")
+
+    def __init__(self, n, batch):
+        self.n = n
+        self.batch = batch
+
+    def __reduce__(self):
+        return (_Counted, (self.n, self.batch))
+
+    def pin_memory(self, device=None):
+        """Pins the batch inside (torch's pin-memory thread calls this)."""
+        from torch.utils.data._utils.pin_memory import pin_memory
+
+        try:
+            return _Counted(self.n, pin_memory(self.batch, device))
+        except TypeError:  # torch without the device argument
+            return _Counted(self.n, pin_memory(self.batch))
+
+
+class _CountingCollate:
+    """Wraps a collate function so that its batches carry their sample
+    count. With automatic batching the function gets a list of samples;
+    without (batch_size=None) it gets one sample."""
+
+    def __init__(self, fn, batched):
+        self.fn = fn
+        self.batched = batched
+
+    def __call__(self, data):
+        n = len(data) if self.batched else 1
+        return _Counted(n, self.fn(data))
+
+
+def _mosaic_batch_size(batch):
+    """MosaicML's count of a batch (StreamingDataLoader._get_batch_size)."""
+    if isinstance(batch, dict) or (hasattr(batch, "keys") and hasattr(batch, "values")):
+        for v in batch.values():
+            return len(v)
+        raise ValueError("Batch is empty")
     if torch is not None and isinstance(batch, torch.Tensor):
         return len(batch)
-    if isinstance(batch, (list, tuple)):
-        return _batch_len(batch[0]) if batch else 0
-    if isinstance(batch, dict):
-        for v in batch.values():
-            return _batch_len(v)
-        return 0
-    try:
-        return len(batch)
-    except TypeError:
-        return 1
+    return len(batch[0])
 
 
 class StreamingDataLoader(_DataLoader):
     """A torch DataLoader whose state_dict() is MosaicML's.
 
-    It counts the samples this rank has yielded in the current epoch; the
-    state dict scales that to all ranks, as MosaicML's does.
+    It counts the samples this rank has yielded in the current epoch
+    (exactly, whatever the collate function returns; see the module
+    docstring); the state dict scales that to all ranks, as MosaicML's does.
     """
 
     def __init__(self, *args, **kwargs):
@@ -37,11 +87,23 @@ class StreamingDataLoader(_DataLoader):
             raise ImportError("StreamingDataLoader needs torch")
         super().__init__(*args, **kwargs)
         self.num_samples_yielded = 0
+        fn = self.collate_fn
+        if not isinstance(fn, _CountingCollate):
+            self.collate_fn = _CountingCollate(fn, self._auto_collation)
+
+    def _get_batch_size(self, batch):
+        """The number of samples in a batch, counted as MosaicML does. Used
+        only for batches that do not carry their exact count."""
+        return _mosaic_batch_size(batch)
 
     def __iter__(self):
         self.num_samples_yielded = 0
         for batch in super().__iter__():
-            self.num_samples_yielded += _batch_len(batch)
+            if type(batch) is _Counted:
+                self.num_samples_yielded += batch.n
+                batch = batch.batch
+            else:
+                self.num_samples_yielded += self._get_batch_size(batch)
             yield batch
 
     def state_dict(self):
@@ -52,6 +114,7 @@ class StreamingDataLoader(_DataLoader):
         world = _world.detect()
         num = self.num_samples_yielded * world["world_size"]
         if getattr(ds, "replication", None):
+            # Ranks of one replica group share their samples.
             num //= ds.replication
         return ds.state_dict(num, False)
 
@@ -60,3 +123,12 @@ class StreamingDataLoader(_DataLoader):
         ds = self.dataset
         if hasattr(ds, "load_state_dict"):
             ds.load_state_dict(obj)
+
+    def __del__(self):
+        """Stops the workers of an unfinished iteration (as MosaicML does)."""
+        it = getattr(self, "_iterator", None)
+        if it is not None and hasattr(it, "_shutdown_workers"):
+            try:
+                it._shutdown_workers()
+            except Exception:  # noqa: BLE001 - interpreter shutdown
+                pass

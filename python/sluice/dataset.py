@@ -445,7 +445,13 @@ class StreamingDataset(_Base):
         return 64 * nodes if self.shuffle_algo in ("py1s", "py2s") else nodes
 
     def state_dict(self, num_samples, from_beginning):
-        """MosaicML's state dict after num_samples samples (all ranks)."""
+        """MosaicML's state dict after num_samples samples (all ranks).
+
+        As MosaicML's: the epoch is the one last begun on this rank (or the
+        resume state's, while that is not stale), sample_in_epoch adds the
+        resume offset unless from_beginning, and initial_physical_nodes is
+        the node count unless a resume state gave one.
+        """
         world = _world.detect()
         c = self._connection(world)
         info = c.call({"op": "epoch", "handle": self._handle, "rank": world["rank"]}, "epoch")
@@ -453,18 +459,17 @@ class StreamingDataset(_Base):
         offset = 0
         ncn = info["num_canonical_nodes"] if info["next_epoch"] > 0 else None
         seed = info["shuffle_seed"] if info["next_epoch"] > 0 else self.shuffle_seed
-        ipn = info["initial_physical_nodes"] if info["next_epoch"] > 0 else None
         r = self._resume
         if r is not None and r["epoch"] >= epoch:
             epoch, offset = r["epoch"], r["sample_in_epoch"]
             ncn, seed = r["num_canonical_nodes"], r["shuffle_seed"]
-            ipn = r.get("initial_physical_nodes")
+            # MosaicML keeps the resumed value from then on.
+            self.initial_physical_nodes = r.get("initial_physical_nodes")
         if ncn is None:
             ncn = self._default_ncn(world)
+        ipn = self.initial_physical_nodes
         if ipn is None:
-            ranks = world["world_size"] // (self.replication or 1)
-            lws = world["local_world_size"]
-            ipn = ranks // lws if ranks % lws == 0 else 1
+            ipn = _world_nodes(world)
         sample_in_epoch = num_samples if from_beginning else offset + num_samples
         return {
             "epoch": epoch,
@@ -484,6 +489,12 @@ class StreamingDataset(_Base):
         if obj.get("initial_physical_nodes") is not None:
             st["initial_physical_nodes"] = int(obj["initial_physical_nodes"])
         self._resume = st
+
+
+def _world_nodes(world):
+    """MosaicML's World.num_nodes: ranks over ranks per node."""
+    lws = max(world["local_world_size"], 1)
+    return max(world["world_size"] // lws, 1)
 
 
 def _close_maps(maps):

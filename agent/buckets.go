@@ -1,0 +1,96 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"sync"
+
+	"github.com/sluicedata/sluice/storage"
+)
+
+// bucketPool keeps every store the agent opened open until the agent shuts
+// down, one per store URL.
+//
+// The node cache registers a remote dataset directory once, with the store
+// of the first stream.Dataset that opened it, and downloads later shards of
+// that directory through that store for as long as the agent runs. Each
+// stream.Dataset closes the stores it opened when it closes, so without the
+// pool a dataset closed and opened again in one process (a training loop
+// that breaks, drops its dataset and builds a new one on the same local)
+// had its downloads fail with storage.ErrClosed. Through the pool a Close
+// from a stream.Dataset is a no-op; the stores close in close, after every
+// dataset and cache.
+type bucketPool struct {
+	base *storage.Registry
+
+	mu      sync.Mutex
+	buckets map[string]storage.Bucket
+	closed  bool
+}
+
+// registry returns a Registry with the schemes of base whose openers go
+// through the pool.
+func (p *bucketPool) registry() *storage.Registry {
+	r := &storage.Registry{}
+	for _, s := range p.base.Schemes() {
+		r.Register(s, p.open)
+	}
+	return r
+}
+
+// errPoolClosed reports an open after the agent began shutting down.
+var errPoolClosed = errors.New("agent: store pool closed (the agent is shutting down)")
+
+func (p *bucketPool) open(ctx context.Context, u *url.URL) (storage.Bucket, error) {
+	key := u.String()
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, errPoolClosed
+	}
+	if b, ok := p.buckets[key]; ok {
+		p.mu.Unlock()
+		return b, nil
+	}
+	p.mu.Unlock()
+	b, err := p.base.Open(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if prev, ok := p.buckets[key]; ok {
+		b.Close()
+		return prev, nil
+	}
+	if p.closed {
+		b.Close()
+		return nil, errPoolClosed
+	}
+	if p.buckets == nil {
+		p.buckets = map[string]storage.Bucket{}
+	}
+	pb := pooledBucket{b}
+	p.buckets[key] = pb
+	return pb, nil
+}
+
+// close closes every pooled store.
+func (p *bucketPool) close() error {
+	p.mu.Lock()
+	bs := p.buckets
+	p.buckets, p.closed = nil, true
+	p.mu.Unlock()
+	var errs []error
+	for _, b := range bs {
+		errs = append(errs, b.(pooledBucket).Bucket.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// pooledBucket is a pooled store as its users see it: Close leaves it open.
+type pooledBucket struct{ storage.Bucket }
+
+// Close does nothing: the pool closes the store when the agent shuts down.
+func (pooledBucket) Close() error { return nil }
