@@ -83,6 +83,9 @@ func Run(ctx context.Context, opts *Options) (*Report, error) {
 	}
 
 	p := &pipeline{r: r, lay: lay, src: src, out: out, fetcher: fetcher, fp: fp, resume: resume, start: start}
+	if fetcher != nil {
+		p.fetchCols = p.fetchPlan()
+	}
 	if err := p.run(ctx); err != nil {
 		return nil, err
 	}
@@ -181,9 +184,11 @@ type pipeline struct {
 	src     input.Source
 	out     storage.Bucket
 	fetcher *fetch.Fetcher
-	fp      string
-	resume  *resumeState
-	start   time.Time
+	// fetchCols are the URL columns, in layout order.
+	fetchCols []fetchCol
+	fp        string
+	resume    *resumeState
+	start     time.Time
 
 	config    []byte // the shard header's config JSON
 	batchSize int
@@ -446,47 +451,6 @@ func (p *pipeline) process(ctx context.Context, b *batch, row []input.Value, hin
 		}
 	}
 	return nil
-}
-
-// fetchBatch fetches the URL columns of every row of b concurrently
-// (bounded by the Fetcher) and replaces each URL by the fetched bytes.
-// Rows with a failed fetch are marked skipped with the failure's reason.
-func (p *pipeline) fetchBatch(ctx context.Context, b *batch, rows []input.Value) error {
-	ncols := len(p.lay.cols)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for i := range b.items {
-		if b.reasons[i] != "" {
-			continue
-		}
-		for col := range p.r.fetchIdx {
-			k := p.lay.index[col]
-			v := &rows[i*ncols+k]
-			b.fetched++
-			if v.Kind != input.String && v.Kind != input.Text {
-				b.reasons[i] = "bad_url"
-				continue
-			}
-			url := string(v.Bytes)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				data, err := p.fetcher.Fetch(ctx, url)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					if b.reasons[i] == "" {
-						b.reasons[i] = fetch.Reason(err)
-					}
-					return
-				}
-				b.fetchOK++
-				*v = input.Value{Kind: input.Bytes, Bytes: data}
-			}()
-		}
-	}
-	wg.Wait()
-	return ctx.Err()
 }
 
 // sequence takes batches in input order, assigns records to shards with

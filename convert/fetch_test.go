@@ -70,7 +70,7 @@ func TestFetchManifest(t *testing.T) {
 
 	out := filepath.Join(dir, "out")
 	rep := runConvert(t, &Options{
-		Input: in, Output: out, Fetch: []FetchColumn{{Column: "url", Encoding: "jpeg"}},
+		Input: in, Output: out, FetchAllowNets: loopbackNets, Fetch: []FetchColumn{{Column: "url", Encoding: "jpeg"}},
 		FetchBaseDelay: time.Millisecond, FetchAttempts: 3, FetchConcurrency: 16, MinSuccessRate: 0.5,
 	})
 	// 20 of every 100 end in 3, 20 in 5 (n=200: 20+20 each).
@@ -102,7 +102,7 @@ func TestFetchManifest(t *testing.T) {
 	// The quality gate: 80% success is below 90%, so no index.json.
 	out2 := filepath.Join(dir, "gated")
 	rep2, err := runConvertErr(t, &Options{
-		Input: in, Output: out2, Fetch: []FetchColumn{{Column: "url"}}, FetchBaseDelay: time.Millisecond,
+		Input: in, Output: out2, FetchAllowNets: loopbackNets, Fetch: []FetchColumn{{Column: "url"}}, FetchBaseDelay: time.Millisecond,
 		FetchAttempts: 2, MinSuccessRate: 0.9,
 	})
 	if !errors.Is(err, ErrQualityGate) || rep2 == nil || rep2.Passed {
@@ -121,7 +121,7 @@ func TestFetchResize(t *testing.T) {
 	in := filepath.Join(dir, "m.csv")
 	writeFile(t, in, []byte("url\n"+hs.URL+"/a.jpg\n"+hs.URL+"/b.jpg\n"))
 	out := filepath.Join(dir, "out")
-	rep := runConvert(t, &Options{Input: in, Output: out, Fetch: []FetchColumn{{Column: "url"}}, MaxSide: 50})
+	rep := runConvert(t, &Options{Input: in, Output: out, FetchAllowNets: loopbackNets, Fetch: []FetchColumn{{Column: "url"}}, MaxSide: 50})
 	if rep.Columns[0].Encoding != "jpeg" {
 		t.Fatalf("fetched column encoding %q, want jpeg", rep.Columns[0].Encoding)
 	}

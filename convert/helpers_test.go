@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -146,3 +147,6 @@ func readDatasetErr(dir string) (int64, error) {
 	defer r.Close()
 	return r.Len(), nil
 }
+
+// loopbackNets allows fetching from the tests' 127.0.0.1 servers.
+var loopbackNets = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}

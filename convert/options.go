@@ -3,6 +3,7 @@ package convert
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"slices"
 	"strings"
@@ -82,6 +83,19 @@ type Options struct {
 	// FetchBaseDelay is the first backoff delay; 0 means
 	// fetch.DefaultBaseDelay.
 	FetchBaseDelay time.Duration
+	// FetchSchemes lists URL schemes fetched besides http and https ("s3",
+	// "gs", "az", "azure", "file"); URLs of other schemes fail with reason
+	// scheme_not_allowed. Manifests are untrusted: s3, gs and az URLs are
+	// fetched with the converter's own credentials.
+	FetchSchemes []string
+	// FetchFileRoot, if set, allows fetching local files under this
+	// directory (and nowhere else).
+	FetchFileRoot string
+	// FetchAllowNets lists address ranges that may be fetched from although
+	// they are loopback, private, link-local or otherwise special; by
+	// default such addresses fail with reason blocked_address (the check is
+	// on every dialled address, redirects included).
+	FetchAllowNets []netip.Prefix
 	// MaxSide, if positive, scales fetched images down to at most this many
 	// pixels on the longer side (re-encoding them as JPEG).
 	MaxSide int
@@ -197,7 +211,20 @@ func (o *Options) resolve() (*resolved, error) {
 	if r.MinSuccessRate < 0 || r.MinSuccessRate > 1 {
 		return nil, fmt.Errorf("convert: min success rate %v outside 0..1", r.MinSuccessRate)
 	}
-	if r.Workers <= 0 {
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{
+		{"workers", int64(r.Workers)}, {"batch size", int64(r.BatchSize)}, {"infer rows", int64(r.InferRows)},
+		{"fetch concurrency", int64(r.FetchConcurrency)}, {"fetch per host", int64(r.FetchPerHost)},
+		{"fetch attempts", int64(r.FetchAttempts)}, {"fetch timeout", int64(r.FetchTimeout)},
+		{"fetch base delay", int64(r.FetchBaseDelay)}, {"max side", int64(r.MaxSide)},
+	} {
+		if c.v < 0 {
+			return nil, fmt.Errorf("convert: %s must not be negative (got %d; 0 means the default)", c.name, c.v)
+		}
+	}
+	if r.Workers == 0 {
 		r.Workers = runtime.GOMAXPROCS(0)
 	}
 	if r.InferRows <= 0 {
@@ -234,6 +261,9 @@ func (r *resolved) newFetcher() (*fetch.Fetcher, error) {
 		Attempts:    r.FetchAttempts,
 		Timeout:     r.FetchTimeout,
 		BaseDelay:   r.FetchBaseDelay,
+		Policy:      fetch.Policy{Schemes: r.FetchSchemes, FileRoot: r.FetchFileRoot, AllowNets: r.FetchAllowNets},
+		CheckReason: "invalid_image",
+		UserAgent:   "sluice-convert",
 	}
 	if r.MaxSide > 0 || r.JPEGQuality > 0 {
 		q := r.JPEGQuality

@@ -10,6 +10,7 @@ import (
 	"image/png"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -22,6 +23,9 @@ import (
 	"github.com/sluicedata/sluice/storage/filestore"
 	"github.com/sluicedata/sluice/storage/httpstore"
 )
+
+// loopback allows the 127.0.0.1 test servers.
+var loopback = fetch.Policy{AllowNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 
 func registry() *storage.Registry {
 	r := &storage.Registry{}
@@ -54,7 +58,7 @@ func TestRetriesAndReasons(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	f, err := fetch.New(&fetch.Options{Registry: registry(), BaseDelay: time.Millisecond, MaxBytes: 1024, Attempts: 4})
+	f, err := fetch.New(&fetch.Options{Registry: registry(), Policy: loopback, BaseDelay: time.Millisecond, MaxBytes: 1024, Attempts: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,12 +90,13 @@ func TestRetriesAndReasons(t *testing.T) {
 func TestLocalPaths(t *testing.T) {
 	reg := &storage.Registry{}
 	reg.Register("file", filestore.Open)
-	f, err := fetch.New(&fetch.Options{Registry: reg})
+	dir := t.TempDir()
+	f, err := fetch.New(&fetch.Options{Registry: reg, Policy: fetch.Policy{FileRoot: dir}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	p := filepath.Join(t.TempDir(), "x.bin")
+	p := filepath.Join(dir, "x.bin")
 	if err := os.WriteFile(p, []byte("local"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +131,7 @@ func TestPerHostLimit(t *testing.T) {
 		w.Write([]byte("x"))
 	}))
 	defer srv.Close()
-	f, err := fetch.New(&fetch.Options{Registry: registry(), PerHost: 3, Concurrency: 50})
+	f, err := fetch.New(&fetch.Options{Registry: registry(), Policy: loopback, PerHost: 3, Concurrency: 50})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicedata/sluice/convert"
+	"github.com/sluicedata/sluice/convert/fetch"
 	"github.com/sluicedata/sluice/convert/input"
 )
 
@@ -21,6 +22,7 @@ type convertFlags struct {
 	fetch                                           []string
 	fetchConcurrency, fetchPerHost, fetchAttempts   int
 	fetchTimeout                                    time.Duration
+	fetchSchemes, fetchFileRoot, fetchAllowNet      string
 	maxSide, jpegQuality                            int
 	minSuccess                                      float64
 	skipInvalid                                     bool
@@ -50,9 +52,18 @@ Columns and encodings come from the input's schema or are inferred from its
 first records; --columns name:encoding,... picks and types them explicitly.
 
 URL columns: --fetch COLUMN[:encoding] fetches every object a column names
-(http, https, s3, gs, az, file) with a bounded, per-host limited, retrying
-pool and embeds its bytes; failed fetches are skipped and counted by reason.
+with a bounded, per-host limited pool and embeds its bytes. Transient
+failures (5xx, 408, 429, timeouts, network errors) are retried with backoff;
+404 and other 4xx are not. With encoding jpeg, png or pil every object must
+decode as that image type. Failed fetches are skipped and counted by reason.
 --min-success-rate fails the run (no index.json) below a share of successes.
+
+URLs in data are untrusted: only http and https are fetched by default, and
+never from loopback, private, link-local (cloud metadata) or other special
+addresses, checked on the address actually connected to (redirects and DNS
+included). --fetch-schemes s3,gs,az allows those schemes (fetched with your
+credentials), --fetch-file-root DIR allows local files under DIR only, and
+--fetch-allow-net 10.0.0.0/8,127.0.0.1 allows address ranges.
 
 Scale-out: --part I/N (or SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT, or
 JOB_COMPLETION_INDEX with --parts N) converts a deterministic slice into
@@ -97,6 +108,9 @@ the index.`,
 	fl.IntVar(&f.fetchPerHost, "fetch-per-host", 0, "fetches in flight per host (default 64)")
 	fl.IntVar(&f.fetchAttempts, "fetch-attempts", 0, "tries per object (default 4)")
 	fl.DurationVar(&f.fetchTimeout, "fetch-timeout", 0, "timeout of one fetch attempt (default 60s)")
+	fl.StringVar(&f.fetchSchemes, "fetch-schemes", "", "URL schemes fetched besides http and https: s3, gs, az, azure (comma-separated)")
+	fl.StringVar(&f.fetchFileRoot, "fetch-file-root", "", "allow fetching local files (file:// URLs, absolute paths) under this directory only")
+	fl.StringVar(&f.fetchAllowNet, "fetch-allow-net", "", "address ranges fetched from although private/loopback/link-local (CIDRs or addresses, comma-separated)")
 	fl.IntVar(&f.maxSide, "max-side", 0, "scale fetched images so the longer side is at most this many pixels (JPEG output)")
 	fl.IntVar(&f.jpegQuality, "jpeg-quality", 0, "re-encode fetched images as JPEG at this quality (1-100)")
 	fl.Float64Var(&f.minSuccess, "min-success-rate", 0, "fail (exit 3, no index.json) when fewer fetches succeed than this share (0-1)")
@@ -138,6 +152,17 @@ func (f *convertFlags) options(in, out string, getenv func(string) string) (*con
 	if limit == 0 {
 		o.SizeLimit = -1
 	}
+	for _, s := range strings.Split(f.fetchSchemes, ",") {
+		if s = strings.ToLower(strings.TrimSpace(s)); s != "" {
+			o.FetchSchemes = append(o.FetchSchemes, s)
+		}
+	}
+	o.FetchFileRoot = f.fetchFileRoot
+	nets, err := fetch.ParseNets(f.fetchAllowNet)
+	if err != nil {
+		return nil, fmt.Errorf("convert: --fetch-allow-net: %w", err)
+	}
+	o.FetchAllowNets = nets
 	for _, s := range f.fetch {
 		fc, err := convert.ParseFetch(s)
 		if err != nil {

@@ -143,7 +143,7 @@ func TestConvertQualityGateExitCode(t *testing.T) {
 	if !errors.As(err, &ee) || ee.Code != 3 || !errors.Is(err, convert.ErrQualityGate) {
 		t.Fatalf("err = %v, want exit code 3 and ErrQualityGate", err)
 	}
-	if !strings.Contains(stdout, "FAILED") || !strings.Contains(stdout, "not_found") {
+	if !strings.Contains(stdout, "FAILED") || !strings.Contains(stdout, "scheme_not_allowed") {
 		t.Errorf("summary:\n%s", stdout)
 	}
 }
