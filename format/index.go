@@ -167,7 +167,20 @@ func CheckBasename(name string) error {
 // and in every shard, the keys of the shard's format with the right types,
 // counts and sizes within limits, and safe basenames (CheckBasename).
 // Errors match ErrCorrupt and name the shard.
+//
+// It is ParseCompactIndex followed by CompactIndex.Index; readers that
+// need only sample counts and file names should keep the CompactIndex.
 func ParseIndex(b []byte) (*Index, error) {
+	c, err := ParseCompactIndex(b)
+	if err != nil {
+		return nil, err
+	}
+	return c.Index(), nil
+}
+
+// parseIndexTree is ParseIndex through the generic JSON tree: the
+// reference the compact parser is tested against.
+func parseIndexTree(b []byte) (*Index, error) {
 	v, err := ParseJSON(b)
 	if err != nil {
 		return nil, &CorruptError{File: IndexFile, Shard: -1, Sample: -1, Offset: -1, Reason: "bad json", Err: err}
@@ -233,12 +246,65 @@ func parseShard(s *ShardInfo, v any) error {
 	if err := wantVersion(m["version"]); err != nil {
 		return err
 	}
+	var err error
+	if s.Samples, err = reqInt(m, "samples", MaxShardSamples); err != nil {
+		return err
+	}
+	raw, present := m["raw_data"]
+	if !present || raw == nil {
+		return errors.New("missing \"raw_data\"")
+	}
+	if err := parseFileInfo(&s.RawData, raw, "raw_data"); err != nil {
+		return err
+	}
+	for _, opt := range []struct {
+		key string
+		dst **FileInfo
+	}{{"zip_data", &s.ZipData}, {"raw_meta", &s.RawMeta}, {"zip_meta", &s.ZipMeta}} {
+		if fv, ok := m[opt.key]; ok && fv != nil {
+			fi := new(FileInfo)
+			if err := parseFileInfo(fi, fv, opt.key); err != nil {
+				return err
+			}
+			*opt.dst = fi
+		}
+	}
+	var extra []string
+	for _, k := range obj.Keys {
+		if !shardKeys[k] {
+			extra = append(extra, k)
+		}
+	}
+	if err := parseConfig(s, m, extra); err != nil {
+		return err
+	}
+	if s.ZipData != nil && s.Compression == "" {
+		return errors.New("\"zip_data\" is set but \"compression\" is null")
+	}
+	// compression without zip_data is allowed: the raw file is read.
+	switch s.Format {
+	case "mds":
+		if s.RawMeta != nil || s.ZipMeta != nil {
+			return errors.New("mds shard has a meta file")
+		}
+	case "json", "csv", "tsv", "xsv":
+		if s.RawMeta == nil {
+			return errors.New("missing \"raw_meta\"")
+		}
+		if (s.ZipMeta != nil) != (s.ZipData != nil) {
+			return errors.New("\"zip_meta\" and \"zip_data\" disagree")
+		}
+	}
+	return nil
+}
+
+// parseConfig sets and checks the writer configuration of a shard entry
+// (everything but samples and files) from its values m; extra lists the
+// unknown keys, in order.
+func parseConfig(s *ShardInfo, m map[string]any, extra []string) error {
 	s.Version = 2
 	var err error
 	if s.Format, err = reqString(m, "format"); err != nil {
-		return err
-	}
-	if s.Samples, err = reqInt(m, "samples", MaxShardSamples); err != nil {
 		return err
 	}
 	if lim, present := m["size_limit"]; present && lim != nil {
@@ -260,30 +326,6 @@ func parseShard(s *ShardInfo, v any) error {
 			return err
 		}
 	}
-	raw, present := m["raw_data"]
-	if !present || raw == nil {
-		return errors.New("missing \"raw_data\"")
-	}
-	if err := parseFileInfo(&s.RawData, raw, "raw_data"); err != nil {
-		return err
-	}
-	for _, opt := range []struct {
-		key string
-		dst **FileInfo
-	}{{"zip_data", &s.ZipData}, {"raw_meta", &s.RawMeta}, {"zip_meta", &s.ZipMeta}} {
-		if fv, ok := m[opt.key]; ok && fv != nil {
-			fi := new(FileInfo)
-			if err := parseFileInfo(fi, fv, opt.key); err != nil {
-				return err
-			}
-			*opt.dst = fi
-		}
-	}
-	if s.ZipData != nil && s.Compression == "" {
-		return errors.New("\"zip_data\" is set but \"compression\" is null")
-	}
-	// compression without zip_data is allowed: the raw file is read.
-
 	switch s.Format {
 	case "mds", "csv", "tsv", "xsv":
 		if s.ColumnNames, err = reqStrings(m, "column_names"); err != nil {
@@ -316,18 +358,9 @@ func parseShard(s *ShardInfo, v any) error {
 			}
 			s.ColumnSizes[i] = n
 		}
-		if s.RawMeta != nil || s.ZipMeta != nil {
-			return errors.New("mds shard has a meta file")
-		}
 	case "json", "csv", "tsv", "xsv":
 		if s.Newline, err = reqString(m, "newline"); err != nil {
 			return err
-		}
-		if s.RawMeta == nil {
-			return errors.New("missing \"raw_meta\"")
-		}
-		if (s.ZipMeta != nil) != (s.ZipData != nil) {
-			return errors.New("\"zip_meta\" and \"zip_data\" disagree")
 		}
 	}
 	switch s.Format {
@@ -352,10 +385,7 @@ func parseShard(s *ShardInfo, v any) error {
 			return err
 		}
 	}
-	for _, k := range obj.Keys {
-		if shardKeys[k] {
-			continue
-		}
+	for _, k := range extra {
 		if s.Extra == nil {
 			s.Extra = map[string][]byte{}
 		}

@@ -280,13 +280,18 @@ func ParseJSON(b []byte) (any, error) {
 type jsonParser struct {
 	b []byte
 	i int
+	// base is the input offset of b[0] (a streaming parse holds a window).
+	base int64
 }
 
 func (p *jsonParser) errf(format string, args ...any) error {
-	return fmt.Errorf("json: offset %d: %s", p.i, fmt.Sprintf(format, args...))
+	return fmt.Errorf("json: offset %d: %s", p.base+int64(p.i), fmt.Sprintf(format, args...))
 }
 
 func (p *jsonParser) ws() {
+	if p.i < len(p.b) && p.b[p.i] > ' ' {
+		return
+	}
 	for p.i < len(p.b) {
 		switch p.b[p.i] {
 		case ' ', '\t', '\n', '\r':
@@ -403,6 +408,14 @@ func (p *jsonParser) value(depth int) (any, error) {
 
 func (p *jsonParser) number() (any, error) {
 	start := p.i
+	if err := p.skipNumber(); err != nil {
+		return nil, err
+	}
+	return JSONNumber(p.b[start:p.i]), nil
+}
+
+// skipNumber moves past a number, checking its grammar.
+func (p *jsonParser) skipNumber() error {
 	if p.b[p.i] == '-' {
 		p.i++
 	}
@@ -416,14 +429,14 @@ func (p *jsonParser) number() (any, error) {
 	}
 	intStart := p.i
 	if n := digits(); n == 0 {
-		return nil, p.errf("bad number")
+		return p.errf("bad number")
 	} else if n > 1 && p.b[intStart] == '0' {
-		return nil, p.errf("bad number: leading zero")
+		return p.errf("bad number: leading zero")
 	}
 	if p.i < len(p.b) && p.b[p.i] == '.' {
 		p.i++
 		if digits() == 0 {
-			return nil, p.errf("bad number")
+			return p.errf("bad number")
 		}
 	}
 	if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
@@ -432,10 +445,10 @@ func (p *jsonParser) number() (any, error) {
 			p.i++
 		}
 		if digits() == 0 {
-			return nil, p.errf("bad number")
+			return p.errf("bad number")
 		}
 	}
-	return JSONNumber(p.b[start:p.i]), nil
+	return nil
 }
 
 func (p *jsonParser) str() (string, error) {

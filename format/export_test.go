@@ -1,0 +1,4 @@
+package format
+
+// ParseIndexTree exposes the reference parser to the tests.
+var ParseIndexTree = parseIndexTree

@@ -1,0 +1,110 @@
+package format_test
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/sluicedata/sluice/format"
+)
+
+// bigIndex writes an index.json shaped like a large MosaicML dataset:
+// n zstd-compressed MDS shards of three columns, each with a raw and a
+// zip file (~380 bytes per entry, 40k shards ≈ 15 MB, like the 39k-shard
+// 14.5 MB index of the issue).
+func bigIndex(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"shards": [`)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, `{"column_encodings": ["str", "int", "bytes"], "column_names": ["text", "id", "tokens"], "column_sizes": [null, 8, null], "compression": "zstd", "format": "mds", "hashes": [], "raw_data": {"basename": "shard.%05d.mds", "bytes": %d, "hashes": {}}, "samples": %d, "size_limit": 67108864, "version": 2, "zip_data": {"basename": "shard.%05d.mds.zstd", "bytes": %d, "hashes": {}}}`,
+			i, 67000000+i%1000, 4000+i%97, i, 21000000+i%777)
+	}
+	b.WriteString(`], "version": 2}`)
+	return b.Bytes()
+}
+
+// BenchmarkParseIndex40k parses a 40k-shard index; heap-MB is the live
+// heap the parsed index holds (input excluded), a guard checks the
+// sample count.
+func BenchmarkParseIndex40k(b *testing.B) {
+	text := bigIndex(40_000)
+	var want int64
+	for i := range 40_000 {
+		want += int64(4000 + i%97)
+	}
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	var idx *format.Index
+	cpu := processCPU()
+	for b.Loop() {
+		var err error
+		idx, err = format.ParseIndex(text)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if idx.Samples() != want {
+			b.Fatalf("samples %d, want %d", idx.Samples(), want)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N)/1e6, "cpu-ms/op")
+	idx = nil
+	runtime.GC()
+	var m0 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	idx, _ = format.ParseIndex(text)
+	runtime.GC()
+	var m1 runtime.MemStats
+	runtime.ReadMemStats(&m1)
+	b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/1e6, "heap-MB")
+	b.ReportMetric(float64(len(text))/1e6, "index-MB")
+	runtime.KeepAlive(idx)
+}
+
+// BenchmarkCompactIndex40k parses a 40k-shard index into the compact
+// layout, from memory and streamed from a reader.
+func BenchmarkCompactIndex40k(b *testing.B) {
+	text := bigIndex(40_000)
+	var want int64
+	for i := range 40_000 {
+		want += int64(4000 + i%97)
+	}
+	for _, mode := range []string{"bytes", "reader"} {
+		b.Run(mode, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			b.ReportAllocs()
+			var c *format.CompactIndex
+			var err error
+			cpu := processCPU()
+			for b.Loop() {
+				if mode == "bytes" {
+					c, err = format.ParseCompactIndex(text)
+				} else {
+					c, err = format.ReadCompactIndex(bytes.NewReader(text))
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				if c.Samples() != want || c.Len() != 40_000 {
+					b.Fatalf("samples %d, want %d", c.Samples(), want)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N)/1e6, "cpu-ms/op")
+			c = nil
+			runtime.GC()
+			var m0 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			c, _ = format.ParseCompactIndex(text)
+			runtime.GC()
+			var m1 runtime.MemStats
+			runtime.ReadMemStats(&m1)
+			b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/1e6, "heap-MB")
+			runtime.KeepAlive(c)
+		})
+	}
+}
