@@ -157,3 +157,51 @@ func BenchmarkSeedScale(b *testing.B) {
 		b.ReportMetric(float64(r.Steps), "steps")
 	}
 }
+
+// The searched limit does not stall; one footprint less does (or is the
+// least the cache accepts).
+func TestMinCacheLimit(t *testing.T) {
+	sizes := make([]int64, 40)
+	for i := range sizes {
+		sizes[i] = 50
+	}
+	c := &Config{
+		Dataset:  UniformDataset(sizes, 100, 1000),
+		Plan:     plan.Options{BatchSize: 4, Shuffle: true, ShuffleAlgo: plan.AlgoPy1s},
+		Shape:    plan.Shape{Nodes: 1, RanksPerNode: 2, WorkersPerRank: 2},
+		Epochs:   2,
+		Store:    Store{Latency: 20 * time.Millisecond, BandwidthPerNode: 2e6},
+		StepTime: Fixed(50 * time.Millisecond),
+	}
+	res, err := MinCacheLimit(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Found {
+		t.Fatalf("no limit found; unlimited stalls %d steps", res.Unlimited.StalledSteps)
+	}
+	cc := *c
+	cc.CacheLimit = res.Limit
+	r, err := Run(context.Background(), &cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.StalledSteps != 0 {
+		t.Errorf("limit %d stalls %d steps", res.Limit, r.StalledSteps)
+	}
+	if res.Limit >= res.Unlimited.PeakCacheBytes {
+		t.Logf("limit %d equals the unlimited peak %d", res.Limit, res.Unlimited.PeakCacheBytes)
+	}
+	cc.CacheLimit = res.Limit - 5000 - 1
+	least := c.Dataset.IndexBytes + int64(2*cc.consumers()+1)*5000
+	if cc.CacheLimit >= least {
+		r, err := Run(context.Background(), &cc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.StalledSteps == 0 {
+			t.Errorf("limit %d (one shard below the minimum %d) does not stall", cc.CacheLimit, res.Limit)
+		}
+	}
+	t.Logf("min limit %d (unlimited peak %d) in %d runs", res.Limit, res.Unlimited.PeakCacheBytes, res.Runs)
+}
