@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicedata/sluice/internal/stores"
+	"github.com/sluicedata/sluice/internal/version"
 	"github.com/sluicedata/sluice/storage"
 )
 
@@ -63,7 +64,9 @@ from object storage (S3, GCS, Azure, HTTP, local) to training processes, with a
 bounded node cache, planned prefetch, elastic deterministic order and exact resume.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Number(),
 	}
+	root.SetVersionTemplate(version.Long() + "\n")
 	root.AddCommand(
 		// format (issue: MDS format)
 		newInspectCommand(e),
@@ -75,6 +78,7 @@ bounded node cache, planned prefetch, elastic deterministic order and exact resu
 		newCpCommand(e),
 		// plan
 		newPlanCommand(e),
+		newSimulateCommand(e),
 		// streaming
 		newStreamCommand(e),
 		newQuickstartCommand(e),
@@ -82,6 +86,10 @@ bounded node cache, planned prefetch, elastic deterministic order and exact resu
 		newAgentCommand(e),
 		// conversion
 		newConvertCommand(e),
+		// writing (the Python writers' engine)
+		newWriteCommand(e),
+		// WebDataset tars
+		newIndexCommand(e),
 	)
 	return root
 }

@@ -33,7 +33,7 @@ func BenchmarkDump(b *testing.B) {
 	}
 	run := func(b *testing.B, e *env, arg string) {
 		for b.Loop() {
-			if err := runDump(context.Background(), e, arg, 0, -1, io.Discard); err != nil {
+			if err := runDump(context.Background(), e, arg, 0, -1, false, io.Discard); err != nil {
 				b.Fatal(err)
 			}
 		}

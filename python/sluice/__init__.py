@@ -20,9 +20,17 @@ from .errors import (
     SluiceError,
 )
 
-__version__ = "0.1.0"
+from ._version import __version__
+from .writer import CSVWriter, JSONWriter, MDSWriter, TSVWriter, WriterError, XSVWriter, merge_index
 
 __all__ = [
+    "CSVWriter",
+    "JSONWriter",
+    "MDSWriter",
+    "TSVWriter",
+    "WriterError",
+    "XSVWriter",
+    "merge_index",
     "AgentError",
     "AgentTimeoutError",
     "CacheLimitError",
