@@ -102,6 +102,7 @@ func (e *py1e) gather(dst []int64, pos, n int64, want []uint64) int {
 		})
 		ns, nstop := l.spanPos[l.nodeSpan[c]], l.spanPos[l.nodeSpan[c+1]]
 		k := min(n-i, nstop-p)
+		e.ready(c)
 		if sm := e.sparseMax; (sm == 0 && k <= sparseDefault) || k <= sm {
 			// Short: fillNode's sparse path, then keep the selected.
 			tmp := make([]int64, k)

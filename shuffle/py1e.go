@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync"
+	"sync/atomic"
 
 	"github.com/sluicedata/sluice/nprand"
 )
@@ -21,6 +23,13 @@ type py1e struct {
 	width  []float64          // per span: uniform range (high - low)
 	margin []int64            // per node: window margin (see fillWindow)
 	chunk  int64              // positions per window; 0 means max(1<<22, 4·margin)
+
+	// Nodes are prepared on first use, in order (see ready): nodes
+	// [0, prepared) are, and next is the epoch generator after them.
+	prepMu   sync.Mutex
+	prepared atomic.Int32
+	next     nprand.Generator
+	lo, hi   int64
 
 	// sparseMax is the longest request fillSparse serves (0: the default,
 	// sparseDefault; negative: never); sparseSlack, when positive, replaces
@@ -41,38 +50,69 @@ func newPy1e(l *layout, lo, hi int64) *py1e {
 		low:    make([]float64, ns),
 		width:  make([]float64, ns),
 		margin: make([]int64, len(l.nodeSpan)-1),
-	}
-	g := l.epoch
-	for c := range e.margin {
-		first, last := l.nodeSpan[c], l.nodeSpan[c+1]
-		for i := first; i < last; i++ {
-			e.shufCk[i] = g
-			g.SkipShuffle(int(l.spans[i].size()))
-		}
-		m := l.spanPos[last] - l.spanPos[first]
-		var off int64
-		var maxShift float64
-		for i := first; i < last; i++ {
-			z := l.spans[i].size()
-			r := lo + int64(g.Bounded(uint64(hi-1-lo)))
-			cut := float64(r-z) / 2
-			if cut < 0 {
-				cut = 0
-			}
-			lb := max(-cut, -float64(off))
-			ub := min(cut, float64(m-off-z))
-			e.low[i], e.width[i] = lb, ub-lb
-			e.uniCk[i] = g
-			g.Advance(uint64(z))
-			maxShift = max(maxShift, -lb, ub)
-			off += z
-		}
-		// Every shift lies in [-maxShift, maxShift] (up to rounding), so a
-		// sample at node index j ends up at a position within M of j.
-		mm := int64(math.Ceil(maxShift)) + 1
-		e.margin[c] = 2*mm + 2
+		lo:     lo,
+		hi:     hi,
+		next:   l.epoch,
 	}
 	return e
+}
+
+// ready prepares canonical nodes [0, c] if they are not yet. The epoch
+// generator runs through the nodes in order, so node c needs every node
+// before it, but none after it: the first batch of a low node does not
+// wait for the whole epoch's preparation.
+func (e *py1e) ready(c int) {
+	if int(e.prepared.Load()) > c {
+		return
+	}
+	e.prepMu.Lock()
+	defer e.prepMu.Unlock()
+	for n := int(e.prepared.Load()); n <= c; n++ {
+		e.prepareNode(n)
+		e.prepared.Store(int32(n + 1))
+	}
+}
+
+// prepareNode draws node c's span checkpoints, shift windows and margin
+// from e.next and leaves e.next after them.
+func (e *py1e) prepareNode(c int) {
+	l := e.l
+	lo, hi := e.lo, e.hi
+	g := e.next
+	first, last := l.nodeSpan[c], l.nodeSpan[c+1]
+	for i := first; i < last; i++ {
+		e.shufCk[i] = g
+		g.SkipShuffle(int(l.spans[i].size()))
+	}
+	m := l.spanPos[last] - l.spanPos[first]
+	var off int64
+	var maxShift float64
+	for i := first; i < last; i++ {
+		z := l.spans[i].size()
+		r := lo + int64(g.Bounded(uint64(hi-1-lo)))
+		cut := float64(r-z) / 2
+		if cut < 0 {
+			cut = 0
+		}
+		lb := max(-cut, -float64(off))
+		ub := min(cut, float64(m-off-z))
+		e.low[i], e.width[i] = lb, ub-lb
+		e.uniCk[i] = g
+		g.Advance(uint64(z))
+		maxShift = max(maxShift, -lb, ub)
+		off += z
+	}
+	// Every shift lies in [-maxShift, maxShift] (up to rounding), so a
+	// sample at node index j ends up at a position within M of j.
+	mm := int64(math.Ceil(maxShift)) + 1
+	e.margin[c] = 2*mm + 2
+	e.next = g
+}
+
+// marginBound bounds every node's margin without preparing any: a shift
+// is at most (hi-2)/2.
+func (e *py1e) marginBound() int64 {
+	return 2*((e.hi-2)/2+2) + 2
 }
 
 func (e *py1e) fill(dst []int64, pos int64) {
@@ -85,6 +125,7 @@ func (e *py1e) fill(dst []int64, pos int64) {
 		})
 		ns, nstop := l.spanPos[l.nodeSpan[c]], l.spanPos[l.nodeSpan[c+1]]
 		k := min(int64(len(dst)), nstop-pos)
+		e.ready(c)
 		e.fillNode(dst[:k], c, pos-ns, pos-ns+k)
 		dst = dst[k:]
 		pos += k
@@ -294,6 +335,7 @@ func (e *py1e) fillWindow(dst []int64, c int, lo, hi int64) {
 // fillWindow. The cost is O(M + request) draws (M about half a block) plus
 // the spans of the selected inputs, instead of O(2.5 blocks) twice.
 func (e *py1e) fillSparse(dst []int64, c int, lo, hi int64) bool {
+	e.ready(c)
 	mm := (e.margin[c] - 2) / 2
 	d := 6*int64(math.Sqrt(float64(mm)/3)) + 64
 	if e.sparseSlack > 0 {

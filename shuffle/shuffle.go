@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"slices"
 	"sort"
 
 	"github.com/sluicedata/sluice/nprand"
@@ -227,7 +226,9 @@ func (s *Shuffle) Fill(dst []int64, pos int64) error {
 // of any length; this only affects speed.
 func (s *Shuffle) ChunkHint() int64 {
 	if e, ok := s.impl.(*py1e); ok {
-		return e.chunkSize(slices.Max(e.margin))
+		// A bound, not the nodes' margins: those are drawn only when a
+		// node is first used.
+		return e.chunkSize(e.marginBound())
 	}
 	return 1 << 20
 }
