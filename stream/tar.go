@@ -60,3 +60,42 @@ func readStreamIndex(ctx context.Context, b storage.Bucket, spec *tarSpec) ([]by
 	}
 	return format.AppendIndex(nil, idx), nil
 }
+
+// TarDataset is a parsed tar dataset spec: the store root (a URL or
+// directory) that holds every shard, and the shard keys under it in
+// dataset order.
+type TarDataset struct {
+	Root string
+	Keys []string
+}
+
+// ParseTarDataset parses a tar dataset spec (see ExpandTarURLs). It returns
+// nil and no error when remote is not one: not a "::" list, brace pattern
+// or .tar URL.
+func ParseTarDataset(remote string) (*TarDataset, error) {
+	spec, err := parseTarSpec(remote)
+	if err != nil || spec == nil {
+		return nil, err
+	}
+	return &TarDataset{Root: spec.root, Keys: spec.keys}, nil
+}
+
+// ReadTarIndex returns the index of a tar dataset under b: when keys is
+// nil, every .tar object under b; the entries of b's index.json when it
+// lists every key as a tar shard; else built from the shards' headers
+// (BuildTarIndex).
+func ReadTarIndex(ctx context.Context, b storage.Bucket, keys []string) (*format.Index, error) {
+	spec := &tarSpec{spec: b.URL(""), keys: keys}
+	if keys == nil {
+		spec = nil
+	}
+	raw, err := readStreamIndex(ctx, b, spec)
+	if err != nil {
+		return nil, err
+	}
+	idx, err := format.ParseIndex(raw)
+	if err != nil {
+		return nil, fmt.Errorf("stream: %s: %w", b.URL(format.IndexFile), err)
+	}
+	return idx, nil
+}

@@ -1,0 +1,178 @@
+package wds_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/format/wds"
+)
+
+type member struct {
+	name string
+	data string
+	typ  byte
+	pax  bool
+}
+
+func makeTar(t *testing.T, ms ...member) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, m := range ms {
+		typ := m.typ
+		if typ == 0 {
+			typ = tar.TypeReg
+		}
+		h := &tar.Header{Name: m.name, Typeflag: typ, Mode: 0o644, Size: int64(len(m.data))}
+		if typ != tar.TypeReg {
+			h.Size = 0
+		}
+		if m.pax {
+			h.Format = tar.FormatPAX
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if typ == tar.TypeReg {
+			tw.Write([]byte(m.data))
+		}
+	}
+	tw.Close()
+	return buf.Bytes()
+}
+
+// scanAll opens b both ways (Scan and OpenShard) and returns OpenShard's
+// result; both must agree on failure.
+func scanAll(t *testing.T, b []byte) (*wds.Shard, error) {
+	t.Helper()
+	_, serr := wds.Scan(bytes.NewReader(b), nil)
+	sh, err := wds.OpenShard(bytes.NewReader(b), int64(len(b)), nil)
+	if (serr == nil) != (err == nil) {
+		t.Fatalf("Scan err %v, OpenShard err %v", serr, err)
+	}
+	return sh, err
+}
+
+func wantCorrupt(t *testing.T, err error, offset int64, parts ...string) {
+	t.Helper()
+	var ce *wds.CorruptError
+	if !errors.As(err, &ce) || !errors.Is(err, format.ErrCorrupt) || !errors.Is(err, wds.ErrCorrupt) {
+		t.Fatalf("error %v: want a wds.CorruptError matching format.ErrCorrupt", err)
+	}
+	if offset >= 0 && ce.Offset != offset {
+		t.Errorf("error %v: offset %d, want %d", err, ce.Offset, offset)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("error %q does not mention %q", err, p)
+		}
+	}
+}
+
+func TestBadMemberNames(t *testing.T) {
+	ok := member{name: "a.jpg", data: "x"}
+	for _, tc := range []struct {
+		name string
+		m    member
+		why  string
+	}{
+		{"dotdot", member{name: "../etc/b.jpg", data: "y"}, `".."`},
+		{"dotdot-inner", member{name: "x/../b.jpg", data: "y"}, `".."`},
+		{"non-utf8", member{name: "b\xff.jpg", data: "y", pax: true}, "UTF-8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := makeTar(t, ok, tc.m)
+			_, err := scanAll(t, b)
+			wantCorrupt(t, err, 1024, tc.why)
+		})
+	}
+}
+
+func TestDuplicateFieldIsAnError(t *testing.T) {
+	// "JPG" lowercases to the "jpg" the sample already has.
+	b := makeTar(t, member{name: "a.jpg", data: "x"}, member{name: "a.JPG", data: "y"})
+	_, err := scanAll(t, b)
+	wantCorrupt(t, err, 1024, `field "jpg" repeated`, `"a"`)
+}
+
+func TestWebDatasetGrouping(t *testing.T) {
+	long := strings.Repeat("d", 150) + "/" + strings.Repeat("k", 120)
+	b := makeTar(t,
+		member{name: "dir/", typ: tar.TypeDir},
+		member{name: "__meta__", data: "skip"},
+		member{name: "__x__/a.txt", data: "skip"},
+		member{name: ".hidden.jpg", data: "skip"},
+		member{name: "noext", data: "skip"},
+		member{name: long + ".seg.PNG", data: "p"},
+		member{name: long + ".cls", data: "3"},
+		member{name: "k2.", data: "empty suffix"},
+		member{name: "k2.txt", data: "t"},
+		member{name: "k3.jpg", data: "j", pax: true},
+	)
+	sh, err := scanAll(t, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh.Len() != 3 {
+		t.Fatalf("%d samples, want 3", sh.Len())
+	}
+	s, _ := sh.Sample(0)
+	if s.Key != long || string(s.Fields["seg.png"]) != "p" || string(s.Fields["cls"]) != "3" || len(s.Fields) != 2 {
+		t.Errorf("long-name sample: key %q fields %v", s.Key, s.Order)
+	}
+	s, _ = sh.Sample(1)
+	if s.Key != "k2" || string(s.Fields[""]) != "empty suffix" || string(s.Fields["txt"]) != "t" {
+		t.Errorf("sample 1: %q %v", s.Key, s.Order)
+	}
+}
+
+func TestTruncatedAndAbsurdSizes(t *testing.T) {
+	b := makeTar(t, member{name: "a.jpg", data: strings.Repeat("x", 3000)}, member{name: "b.jpg", data: "y"})
+	for _, cut := range []int{100, 512, 700, 1536 + 512 + 100, len(b) - 1024 - 1} {
+		_, err := scanAll(t, b[:cut])
+		if err == nil {
+			// A cut exactly at a member boundary leaves a valid prefix
+			// without the end blocks, which tar readers accept.
+			continue
+		}
+		if !errors.Is(err, format.ErrCorrupt) {
+			t.Errorf("cut at %d: %v, want a corrupt-archive error", cut, err)
+		}
+	}
+	// A header claiming 2^60 bytes (base-256 size field): rejected before
+	// any allocation, with the member and offset named.
+	huge := makeTar(t, member{name: "a.jpg", data: "x"}, member{name: "big.bin", data: "z"})
+	h := huge[512*2 : 512*3]
+	for i := 124; i < 136; i++ {
+		h[i] = 0
+	}
+	h[124] = 0x80
+	h[128] = 0x10 // 2^60
+	var sum int64
+	for i := range 512 {
+		c := h[i]
+		if i >= 148 && i < 156 {
+			c = ' '
+		}
+		sum += int64(c)
+	}
+	copy(h[148:156], []byte(strings.Repeat("0", 0)+octal6(sum)+"\x00 "))
+	_, err := scanAll(t, huge)
+	wantCorrupt(t, err, 1024, "big.bin", "over limit")
+	if !errors.Is(err, wds.ErrTooLarge) {
+		t.Errorf("%v: want ErrTooLarge", err)
+	}
+}
+
+func octal6(n int64) string {
+	s := []byte("000000")
+	for i := 5; i >= 0; i-- {
+		s[i] = byte('0' + n%8)
+		n /= 8
+	}
+	return string(s)
+}
