@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/retry"
 )
 
 // part is a temporary file being written, reserved at its full size and
@@ -391,7 +392,7 @@ func (d *Dataset) download(ctx context.Context, rel string, p *part, verify func
 		if err == nil {
 			break
 		}
-		if ctx.Err() != nil || errors.Is(err, storage.ErrNotExist) || errors.Is(err, storage.ErrPermission) {
+		if ctx.Err() != nil || final(err) {
 			return fmt.Errorf("cache: download %s: %w", d.where(rel), err)
 		}
 	}
@@ -408,6 +409,16 @@ func (d *Dataset) download(ctx context.Context, rel string, p *part, verify func
 		}
 	}
 	return nil
+}
+
+// final reports whether a download error is one another attempt cannot
+// change: a missing or refused object, a size that differs from the index
+// (corruption, not a transient fault), or a store decorator's retry budget
+// already spent on this attempt.
+func final(err error) bool {
+	var spent *retry.Error
+	return errors.Is(err, storage.ErrNotExist) || errors.Is(err, storage.ErrPermission) ||
+		errors.Is(err, format.ErrCorrupt) || errors.As(err, &spent)
 }
 
 // getInto writes the whole object rel into p.f, checking its size.

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"sort"
@@ -51,7 +52,7 @@ func (r *Registry) Open(ctx context.Context, rawURL string) (Bucket, error) {
 	o, ok := r.openers[u.Scheme]
 	if !ok {
 		return nil, fmt.Errorf("storage: open %q: unsupported scheme %q (supported: %s)",
-			rawURL, u.Scheme, strings.Join(r.Schemes(), ", "))
+			RedactURL(rawURL), u.Scheme, strings.Join(r.Schemes(), ", "))
 	}
 	return o(ctx, u)
 }
@@ -63,8 +64,60 @@ func ParseURL(rawURL string) (*url.URL, error) {
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("storage: bad URL %q: %w", rawURL, err)
+		// url.Error repeats the URL: keep only its reason.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("storage: bad URL %q: %w", RedactURL(rawURL), err)
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	return u, nil
+}
+
+// RedactURL returns rawURL fit for an error message or a log: the
+// password of user information (user:password@) and the values of query
+// parameters that carry credentials (SAS signatures, presigned S3 URLs)
+// are replaced by "xxxxx". A string that does not parse as a URL has any
+// "//user:password@" part redacted by hand.
+func RedactURL(rawURL string) string {
+	if !strings.Contains(rawURL, "://") {
+		return rawURL
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		scheme, rest, _ := strings.Cut(rawURL, "://")
+		host, path, slash := strings.Cut(rest, "/")
+		if at := strings.LastIndex(host, "@"); at >= 0 {
+			user := host[:at]
+			if name, _, ok := strings.Cut(user, ":"); ok {
+				host = name + ":xxxxx" + host[at:]
+			}
+		}
+		if slash {
+			return scheme + "://" + host + "/" + path
+		}
+		return scheme + "://" + host
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		changed := false
+		for k := range q {
+			switch strings.ToLower(k) {
+			case "sig", "signature", "x-amz-signature", "x-amz-credential", "x-amz-security-token",
+				"x-goog-signature", "x-goog-credential", "token", "access_token", "password", "secret":
+				q.Set(k, "xxxxx")
+				changed = true
+			case "endpoint":
+				if r := RedactURL(q.Get(k)); r != q.Get(k) {
+					q.Set(k, r)
+					changed = true
+				}
+			}
+		}
+		if changed {
+			u.RawQuery = q.Encode()
+		}
+	}
+	return u.Redacted()
 }

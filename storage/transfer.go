@@ -329,14 +329,52 @@ func ReadAll(ctx context.Context, b Bucket, key string, maxSize int64) (data []b
 		return nil, fmt.Errorf("storage: read %s: %w", b.URL(key), err)
 	}
 	defer func() { err = errors.Join(err, r.Close()) }()
-	data, err = io.ReadAll(io.LimitReader(r, maxSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("storage: read %s: %w", b.URL(key), err)
+	// Read in chunks and join them once at the end: growing one slice by
+	// doubling would hold up to twice the limit (plus the garbage of every
+	// smaller copy) before a hostile, endless body is refused.
+	const chunk = 1 << 20
+	var chunks [][]byte
+	var total int64
+	lr := io.LimitReader(r, maxSize+1)
+	for {
+		buf := make([]byte, min(chunk, maxSize+1-total))
+		n, rerr := fill(lr, buf)
+		if n > 0 {
+			chunks = append(chunks, buf[:n])
+			total += int64(n)
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return nil, fmt.Errorf("storage: read %s: %w", b.URL(key), rerr)
+		}
+		if total > maxSize {
+			return nil, Permanent(fmt.Errorf("storage: read %s: object larger than the limit of %d bytes", b.URL(key), maxSize))
+		}
 	}
-	if int64(len(data)) > maxSize {
+	if total > maxSize {
 		return nil, Permanent(fmt.Errorf("storage: read %s: object larger than the limit of %d bytes", b.URL(key), maxSize))
 	}
+	data = make([]byte, 0, total)
+	for _, c := range chunks {
+		data = append(data, c...)
+	}
 	return data, nil
+}
+
+// fill reads into buf until it is full or r fails; io.EOF means the body
+// ended (any other error, io.ErrUnexpectedEOF included, is a failure).
+func fill(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // Exists reports whether the object key exists. Errors other than a

@@ -22,9 +22,6 @@ import (
 	"github.com/sluicedata/sluice/storage"
 )
 
-// maxIndexBytes bounds a downloaded index.json.
-const maxIndexBytes = 1 << 30
-
 // Dataset is an opened streaming dataset: its streams' indexes, its plan
 // and its cache. It is safe for concurrent use.
 type Dataset struct {
@@ -244,9 +241,13 @@ func (d *Dataset) openStream(ctx context.Context, o *Options, s Stream) (*stream
 	if root, st.tar, err = tarStreamRoot(root); err != nil {
 		return nil, err
 	}
-	b, err := o.Registry.Open(ctx, root)
+	timeout := o.DownloadTimeout
+	if s.DownloadTimeout != nil {
+		timeout = *s.DownloadTimeout
+	}
+	b, err := openStore(ctx, o, root, timeout)
 	if err != nil {
-		return nil, fmt.Errorf("stream: %w", err)
+		return nil, err
 	}
 	st.bucket = b
 	st.dir = filepath.Join(d.cache.Dir(), filepath.FromSlash(rel))
@@ -269,10 +270,6 @@ func (d *Dataset) openStream(ctx context.Context, o *Options, s Stream) (*stream
 	}
 	if retry == 0 {
 		return nil, errors.New("stream: download_retry 0 makes every download fail (it counts attempts, not retries)")
-	}
-	timeout := o.DownloadTimeout
-	if s.DownloadTimeout != nil {
-		timeout = *s.DownloadTimeout
 	}
 	src := &cache.Source{
 		Dir: rel, Bucket: b, KeepZip: st.keepZip, Attempts: retry, AttemptTimeout: timeout,
@@ -374,8 +371,13 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (*
 		if err != nil {
 			return nil, 0, fmt.Errorf("stream: %w", err)
 		}
+		stampIndex(ctx, st.bucket, local)
 	} else if err != nil {
 		return nil, 0, fmt.Errorf("stream: %w", err)
+	} else {
+		if err := checkIndexFresh(ctx, st.bucket, local); err != nil {
+			return nil, 0, err
+		}
 	}
 	idx, err := parseIndex(local, b)
 	return idx, int64(len(b)), err
@@ -384,6 +386,9 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (*
 func parseIndex(name string, b []byte) (*format.Index, error) {
 	idx, err := format.ParseIndex(b)
 	if err != nil {
+		if looksLikeHTML(b) {
+			return nil, fmt.Errorf("stream: %s: %w", name, ErrHTML)
+		}
 		return nil, fmt.Errorf("stream: %s: %w", name, err)
 	}
 	if len(idx.Shards) == 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicedata/sluice/cache"
 	"github.com/sluicedata/sluice/plan"
 	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/retry"
 )
 
 // Options are MosaicML StreamingDataset's constructor arguments under the
@@ -95,6 +96,19 @@ type Options struct {
 	// PrefetchConcurrency bounds the shard fetches one Iterator runs at
 	// once. Zero means 8.
 	PrefetchConcurrency int
+	// Retry is the retry policy of every store the dataset reads (index
+	// and shards), under which each stream's store is opened through the
+	// standard decorators (storage/stack). Nil means retry's defaults: 10
+	// consecutive failed attempts per request, backoff from 100ms doubling
+	// to 20s with jitter, at least 1s after throttling (503 SlowDown, 429),
+	// Retry-After honoured up to 2m, a 30s stall timeout after which a body
+	// resumes from the byte it reached. Its AttemptTimeout, when zero, is
+	// the stream's DownloadTimeout.
+	Retry *retry.Options
+	// MaxInFlight bounds the requests in flight to each stream's store.
+	// Zero means 64; negative means no bound.
+	MaxInFlight int
+
 	// WaitTimeout bounds every wait for a shard (space, another process's
 	// download). Zero means 10 minutes. Ignored when Cache is set.
 	WaitTimeout time.Duration

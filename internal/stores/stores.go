@@ -1,36 +1,40 @@
 // Package stores builds the storage.Registry with every driver Sluice ships.
 // It is the one place where URL schemes are wired to driver packages, and
-// where the standard decorator stack (request limit, then retries) is put
-// around a freshly opened Bucket.
+// every driver is registered through the standard decorator stack
+// (storage/stack: a limit of requests in flight under retries), so a
+// Bucket opened through Default's Registry is always decorated: there is
+// no way to reach a driver undecorated from it.
 package stores
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/storage/azstore"
 	"github.com/sluicedata/sluice/storage/filestore"
 	"github.com/sluicedata/sluice/storage/gcsstore"
 	"github.com/sluicedata/sluice/storage/httpstore"
-	"github.com/sluicedata/sluice/storage/limit"
 	"github.com/sluicedata/sluice/storage/retry"
 	"github.com/sluicedata/sluice/storage/s3store"
+	"github.com/sluicedata/sluice/storage/stack"
 )
 
-// Default returns a Registry with every built-in driver registered.
+// Default returns a Registry with every built-in driver registered, each
+// opened through the decorator stack (see storage/stack; the Options a
+// context carries from stack.WithOptions tune it).
 func Default() *storage.Registry {
 	r := &storage.Registry{}
+	reg := func(scheme string, o storage.Opener) { r.Register(scheme, stack.Opener(o)) }
 	// Local directories: plain paths and file:// URLs.
-	r.Register("file", filestore.Open)
+	reg("file", filestore.Open)
 	// Read-only HTTP(S).
-	r.Register("http", httpstore.Open)
-	r.Register("https", httpstore.Open)
-	// Cloud object stores (s3, gs, az, azure) are registered below.
-	r.Register("s3", s3store.Open)
-	r.Register("gs", gcsstore.Open)
-	r.Register("az", azstore.Open)
-	r.Register("azure", azstore.Open)
+	reg("http", httpstore.Open)
+	reg("https", httpstore.Open)
+	// Cloud object stores.
+	reg("s3", s3store.Open)
+	reg("gs", gcsstore.Open)
+	reg("az", azstore.Open)
+	reg("azure", azstore.Open)
 	return r
 }
 
@@ -41,40 +45,20 @@ type Options struct {
 	MaxInFlight int
 	// Retry is the retry policy; nil means retry's defaults.
 	Retry *retry.Options
-	// NoRetry opens the Bucket without the retry decorator.
-	NoRetry bool
 }
 
-// Open opens rawURL through r and wraps the Bucket in the standard
-// decorators: a limit of requests in flight, and retries around it (so a
-// request waiting out its backoff holds no slot). opts may be nil.
+// Open opens rawURL through r with the standard decorators tuned by opts:
+// a limit of requests in flight, and retries around it (so a request
+// waiting out its backoff holds no slot). A Registry whose openers do not
+// decorate (one a test builds) gets the decorators here. opts may be nil.
 func Open(ctx context.Context, r *storage.Registry, rawURL string, opts *Options) (storage.Bucket, error) {
-	var o Options
+	so := &stack.Options{}
 	if opts != nil {
-		o = *opts
+		so.MaxInFlight, so.Retry = opts.MaxInFlight, opts.Retry
 	}
-	if o.MaxInFlight == 0 {
-		o.MaxInFlight = 64
-	}
-	b, err := r.Open(ctx, rawURL)
+	b, err := r.Open(stack.WithOptions(ctx, so), rawURL)
 	if err != nil {
 		return nil, err
 	}
-	if o.MaxInFlight > 0 {
-		lb, err := limit.New(b, o.MaxInFlight)
-		if err != nil {
-			b.Close()
-			return nil, fmt.Errorf("open %s: %w", rawURL, err)
-		}
-		b = lb
-	}
-	if !o.NoRetry {
-		rb, err := retry.New(b, o.Retry)
-		if err != nil {
-			b.Close()
-			return nil, fmt.Errorf("open %s: %w", rawURL, err)
-		}
-		b = rb
-	}
-	return b, nil
+	return stack.Wrap(b, so)
 }

@@ -48,16 +48,38 @@ func TestOpenStacksDecorators(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 
-	plain, err := stores.Open(ctx, r, "file://"+dir, &stores.Options{MaxInFlight: -1, NoRetry: true})
+	// No limit: retry sits directly on the driver; there is no way to
+	// open without retries.
+	plain, err := stores.Open(ctx, r, "file://"+dir, &stores.Options{MaxInFlight: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer plain.Close()
-	if _, ok := plain.(*filestore.Bucket); !ok {
-		t.Errorf("with no limit and no retry: %T", plain)
+	prb, ok := plain.(*retry.Bucket)
+	if !ok {
+		t.Fatalf("with no limit: %T, want *retry.Bucket", plain)
+	}
+	if _, ok := prb.Unwrap().(*filestore.Bucket); !ok {
+		t.Errorf("with no limit, under retry: %T", prb.Unwrap())
 	}
 	if _, err := stores.Open(ctx, r, "nope://x", nil); err == nil {
 		t.Error("unknown scheme opened")
 	}
 	var _ storage.Bucket = plain
+}
+
+// TestRegistryOpenIsDecorated: Default's Registry never hands out a
+// driver undecorated, whoever calls Open (stream, convert, the agent).
+func TestRegistryOpenIsDecorated(t *testing.T) {
+	ctx := context.Background()
+	for _, u := range []string{t.TempDir(), "file://" + t.TempDir(), "http://127.0.0.1:1/x", "https://127.0.0.1:1/x"} {
+		b, err := stores.Default().Open(ctx, u)
+		if err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		if _, ok := b.(*retry.Bucket); !ok {
+			t.Errorf("%s: Registry.Open returned %T, want *retry.Bucket", u, b)
+		}
+		b.Close()
+	}
 }

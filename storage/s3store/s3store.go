@@ -99,7 +99,7 @@ func Open(ctx context.Context, u *url.URL) (storage.Bucket, error) {
 	}
 	opts, err := optionsFromQuery(u.Query())
 	if err != nil {
-		return nil, fmt.Errorf("s3store: open %s: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("s3store: open %s: %w", storage.RedactURL(u.String()), err)
 	}
 	b, err := New(ctx, u.Host, u.Path, opts)
 	if err != nil {
@@ -197,7 +197,7 @@ func New(ctx context.Context, bucket, prefix string, opts *Options) (*Bucket, er
 	if endpoint != "" {
 		eu, err := url.Parse(endpoint)
 		if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" {
-			return nil, fmt.Errorf("s3store: endpoint %q for s3://%s: want http(s)://host[:port]", endpoint, bucket)
+			return nil, fmt.Errorf("s3store: endpoint %q for s3://%s: want http(s)://host[:port]", storage.RedactURL(endpoint), bucket)
 		}
 		// Stores other than AWS often reject the SDK's newer default
 		// (CRC trailers in aws-chunked bodies) unless asked for it.
@@ -219,7 +219,11 @@ func New(ctx context.Context, bucket, prefix string, opts *Options) (*Bucket, er
 		// HeadBucket answers with the bucket's region in a header, even
 		// when it refuses the (unsigned) request.
 		probe := s3.NewFromConfig(cfg, clientOpts, func(o *s3.Options) { o.Region = "us-east-1" })
-		region, err := manager.GetBucketRegion(ctx, probe, bucket)
+		// A store that accepts the connection and never answers must not
+		// hang the open: the probe has a deadline of its own.
+		pctx, cancel := context.WithTimeout(ctx, regionProbeTimeout)
+		region, err := manager.GetBucketRegion(pctx, probe, bucket)
+		cancel()
 		switch {
 		case err == nil && region != "":
 			cfg.Region = region
@@ -255,6 +259,9 @@ func New(ctx context.Context, bucket, prefix string, opts *Options) (*Bucket, er
 	})
 	return b, nil
 }
+
+// regionProbeTimeout bounds the request that finds a bucket's region.
+const regionProbeTimeout = 30 * time.Second
 
 // Client returns the SDK client the Bucket uses, for operations the
 // storage.Bucket interface does not cover.
@@ -576,7 +583,7 @@ var authCodes = map[string]bool{
 // endpointName names where requests go, for messages.
 func (b *Bucket) endpointName() string {
 	if b.endpoint != "" {
-		return b.endpoint
+		return storage.RedactURL(b.endpoint)
 	}
 	return "AWS S3 (" + b.region + ")"
 }

@@ -1,0 +1,123 @@
+package stream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/retry"
+	"github.com/sluicedata/sluice/storage/stack"
+)
+
+// DefaultMaxIndexBytes is the most bytes of a remote index.json Open
+// reads (MosaicML indexes of 40,000 shards take tens of MB); a larger or
+// endless one fails with an error naming the limit.
+const DefaultMaxIndexBytes = 256 << 20
+
+// maxIndexBytes bounds a downloaded index.json.
+const maxIndexBytes = DefaultMaxIndexBytes
+
+// ErrIndexChanged is matched (errors.Is) by the error Open returns when a
+// remote's index.json no longer matches the copy in the cache: the
+// dataset was replaced since it was cached.
+var ErrIndexChanged = errors.New("the remote index changed")
+
+// stackOptions returns the decorator settings for a stream whose download
+// attempts are bounded by timeout: the caller's retry policy, with the
+// attempt timeout (the wait for a response to begin) set to timeout
+// unless the policy sets its own.
+func (o *Options) stackOptions(timeout time.Duration) *stack.Options {
+	var r retry.Options
+	if o.Retry != nil {
+		r = *o.Retry
+	}
+	if r.AttemptTimeout == 0 && timeout > 0 {
+		r.AttemptTimeout = timeout
+	}
+	return &stack.Options{MaxInFlight: o.MaxInFlight, Retry: &r}
+}
+
+// openStore opens a stream's root through the Registry and the standard
+// decorators (storage/stack): retries with backoff, Retry-After, stall
+// detection and a budget, a bound on requests in flight, and an attempt
+// timeout. A Registry whose openers do not decorate gets them here, so no
+// stream ever reads a store undecorated.
+func openStore(ctx context.Context, o *Options, root string, timeout time.Duration) (storage.Bucket, error) {
+	so := o.stackOptions(timeout)
+	b, err := o.Registry.Open(stack.WithOptions(ctx, so), root)
+	if err != nil {
+		return nil, fmt.Errorf("stream: %w", err)
+	}
+	b, err = stack.Wrap(b, so)
+	if err != nil {
+		return nil, fmt.Errorf("stream: open %s: %w", redactURL(root), err)
+	}
+	return b, nil
+}
+
+// checkIndexFresh compares the cached index.json at local with the
+// store's (one Stat, once per open): a different size, or a store copy
+// modified after the cached one, means the remote dataset was replaced.
+func checkIndexFresh(ctx context.Context, b storage.Bucket, local string) error {
+	fi, err := os.Stat(local)
+	if err != nil {
+		return fmt.Errorf("stream: %w", err)
+	}
+	info, err := b.Stat(ctx, format.IndexFile)
+	if errors.Is(err, storage.ErrNotExist) {
+		// No index.json in the store (a tar dataset whose index Sluice
+		// built, or a removed dataset, which its shards' fetches report).
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stream: check %s against the cached copy: %w", b.URL(format.IndexFile), err)
+	}
+	if info.Size != fi.Size() {
+		return fmt.Errorf("stream: %s: %w: %d bytes in the store, %d in the cached copy %s (remove the cache directory, or use another, to stream the new dataset)",
+			b.URL(format.IndexFile), ErrIndexChanged, info.Size, fi.Size(), local)
+	}
+	// The cached copy's mtime is set to the store's ModTime when it is
+	// downloaded; an older cache holds the download time, later still.
+	if !info.ModTime.IsZero() && info.ModTime.After(fi.ModTime().Add(time.Second)) {
+		return fmt.Errorf("stream: %s: %w: modified %s in the store, after the cached copy %s (remove the cache directory, or use another, to stream the new dataset)",
+			b.URL(format.IndexFile), ErrIndexChanged, info.ModTime.UTC().Format(time.RFC3339), local)
+	}
+	return nil
+}
+
+// stampIndex sets the cached index's mtime to the store's ModTime (see
+// checkIndexFresh). Failing to is harmless: the download time is later.
+func stampIndex(ctx context.Context, b storage.Bucket, local string) {
+	info, err := b.Stat(ctx, format.IndexFile)
+	if err == nil && !info.ModTime.IsZero() {
+		_ = os.Chtimes(local, info.ModTime, info.ModTime)
+	}
+}
+
+// ErrHTML is matched (errors.Is) by the error for an index.json that is
+// an HTML page: a proxy, login or captive portal answered instead of the
+// store.
+var ErrHTML = errors.New("the server returned HTML, not index.json (a proxy, login page or captive portal answered?)")
+
+// looksLikeHTML reports whether b starts like an HTML document.
+func looksLikeHTML(b []byte) bool {
+	b = bytes.TrimLeft(b, " \t\r\n\ufeff")
+	if len(b) > 0 && b[0] != '<' {
+		return false
+	}
+	head := bytes.ToLower(b[:min(len(b), 512)])
+	for _, p := range [][]byte{[]byte("<!doctype html"), []byte("<html"), []byte("<head"), []byte("<body"), []byte("<!--"), []byte("<meta"), []byte("<title")} {
+		if bytes.HasPrefix(head, p) {
+			return true
+		}
+	}
+	return bytes.Contains(head, []byte("<html"))
+}
+
+// redactURL hides the password of a URL with user information.
+func redactURL(raw string) string { return storage.RedactURL(raw) }
