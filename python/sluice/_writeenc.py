@@ -74,8 +74,9 @@ def _per_value(column, vals, conv):
             out.append(conv(v))
         except EncodeError:
             raise
-        except (TypeError, ValueError, OverflowError, AttributeError, KeyError, OSError) as e:
-            raise EncodeError(i, column, "column %r: %s" % (column, e), type(e)) from e
+        except (TypeError, ValueError, OverflowError, AttributeError, KeyError, OSError, struct.error) as e:
+            kind = ValueError if isinstance(e, (struct.error, OverflowError)) else type(e)
+            raise EncodeError(i, column, "column %r: %s" % (column, e), kind) from e
     return out
 
 

@@ -39,7 +39,6 @@ import struct
 import subprocess
 import tempfile
 import threading
-import time
 import urllib.parse
 import warnings
 
@@ -229,7 +228,9 @@ class _Writer:
                         self._proc.wait(timeout=10)
                     except subprocess.TimeoutExpired:
                         pass
-                    msg = "".join(self._stderr).strip() or "exited with status %s" % self._proc.returncode
+                    rc = self._proc.returncode
+                    how = "was killed by signal %d" % -rc if rc is not None and rc < 0 else "exited with status %s" % rc
+                    msg = "".join(self._stderr).strip() or how
                     return {"event": "error", "error": "sluice write: " + msg}
                 return ev
 
