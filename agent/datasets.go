@@ -28,8 +28,9 @@ type sharedDataset struct {
 	schemas      []agentapi.Schema
 	shardSchema  []int
 	shardSamples []int64
-	shardBytes   []int64 // raw data file size of each shard
-	refs         int     // handles on it; guarded by Agent.mu
+	shardBytes   []int64  // raw data file size of each shard
+	shardURLs    []string // each shard's URL, for datasets with tar shards
+	refs         int      // handles on it; guarded by Agent.mu
 }
 
 // defaultCacheRoot is where datasets opened without local are cached.
@@ -217,6 +218,12 @@ func (a *Agent) openDataset(ctx context.Context, key string, spec agentapi.Datas
 		d.shardSchema[i] = k
 		d.shardSamples[i] = int64(si.Samples)
 		d.shardBytes[i] = si.RawData.Bytes
+		if si.Format == "wds" && d.shardURLs == nil {
+			d.shardURLs = make([]string, n)
+		}
+	}
+	for i := range d.shardURLs {
+		d.shardURLs[i] = ds.ShardURL(i)
 	}
 	return d, nil
 }
@@ -263,6 +270,7 @@ func (d *sharedDataset) info(w agentapi.World) (agentapi.Opened, error) {
 		Schemas:           d.schemas,
 		ShardSchema:       d.shardSchema,
 		ShardSamples:      d.shardSamples,
+		ShardURLs:         d.shardURLs,
 		NumCanonicalNodes: d.opts.NumCanonicalNodes,
 		ShuffleSeed:       plan.DefaultShuffleSeed,
 	}

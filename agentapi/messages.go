@@ -156,6 +156,9 @@ type Opened struct {
 	ShardSchema []int    `json:"shard_schema"`
 	// ShardSamples is the number of samples of each shard.
 	ShardSamples []int64 `json:"shard_samples"`
+	// ShardURLs gives each shard's URL (WebDataset's __url__) when the
+	// dataset has WebDataset tar shards; omitted otherwise.
+	ShardURLs []string `json:"shard_urls,omitempty"`
 	// NumCanonicalNodes and ShuffleSeed are the values in effect (0 means
 	// not yet resolved).
 	NumCanonicalNodes int   `json:"num_canonical_nodes"`

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
+	"strings"
 
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/storage"
@@ -98,4 +100,15 @@ func ReadTarIndex(ctx context.Context, b storage.Bucket, keys []string) (*format
 		return nil, fmt.Errorf("stream: %s: %w", b.URL(format.IndexFile), err)
 	}
 	return idx, nil
+}
+
+// ShardURL returns where a global shard comes from: its URL in the store,
+// or its path for a local stream (WebDataset's __url__ for tar shards).
+func (d *Dataset) ShardURL(shard int) string {
+	ref := d.shards[shard]
+	st := d.streams[ref.stream]
+	if st.bucket == nil {
+		return filepath.Join(st.dir, filepath.FromSlash(ref.info.RawData.Basename))
+	}
+	return strings.TrimPrefix(st.bucket.URL(ref.info.RawData.Basename), "file://")
 }
