@@ -67,11 +67,25 @@ func Wrap(b storage.Bucket, opts *Options) (storage.Bucket, error) {
 	return rb, nil
 }
 
-// Wrapped reports whether b is already decorated by the stack (its
-// outermost layer is the retry decorator).
+// Wrapped reports whether b is already decorated by the stack: it is the
+// retry decorator, or a layer that reveals it underneath with
+// Unwrap() storage.Bucket (a pool's handle, say). The limit decorator
+// alone does not count: it has no retries.
 func Wrapped(b storage.Bucket) bool {
-	_, ok := b.(*retry.Bucket)
-	return ok
+	for b != nil {
+		if _, ok := b.(*retry.Bucket); ok {
+			return true
+		}
+		if _, ok := b.(*limit.Bucket); ok {
+			return false
+		}
+		u, ok := b.(interface{ Unwrap() storage.Bucket })
+		if !ok {
+			return false
+		}
+		b = u.Unwrap()
+	}
+	return false
 }
 
 type ctxKey struct{}

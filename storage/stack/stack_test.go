@@ -1,0 +1,60 @@
+package stack_test
+
+import (
+	"context"
+	"net/url"
+	"testing"
+
+	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/limit"
+	"github.com/sluicedata/sluice/storage/memstore"
+	"github.com/sluicedata/sluice/storage/retry"
+	"github.com/sluicedata/sluice/storage/stack"
+)
+
+type handle struct{ storage.Bucket }
+
+func (h handle) Unwrap() storage.Bucket { return h.Bucket }
+
+func TestWrapOnce(t *testing.T) {
+	raw := memstore.New("m")
+	b, err := stack.Wrap(raw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, ok := b.(*retry.Bucket)
+	if !ok {
+		t.Fatalf("Wrap returned %T", b)
+	}
+	if _, ok := rb.Unwrap().(*limit.Bucket); !ok {
+		t.Fatalf("under retry: %T, want *limit.Bucket", rb.Unwrap())
+	}
+	if again, _ := stack.Wrap(b, nil); again != b {
+		t.Error("a wrapped Bucket was wrapped again")
+	}
+	h := handle{b}
+	if again, _ := stack.Wrap(h, nil); again != storage.Bucket(h) {
+		t.Error("a handle over a wrapped Bucket was wrapped again")
+	}
+	lb, _ := limit.New(raw, 2)
+	if !func() bool { x, _ := stack.Wrap(lb, nil); _, ok := x.(*retry.Bucket); return ok }() {
+		t.Error("a limit alone was taken for the stack")
+	}
+}
+
+func TestOpenerCarriesOptions(t *testing.T) {
+	var r storage.Registry
+	r.Register("m", stack.Opener(func(context.Context, *url.URL) (storage.Bucket, error) { return memstore.New("m"), nil }))
+	ctx := stack.WithOptions(context.Background(), &stack.Options{MaxInFlight: -1})
+	b, err := r.Open(ctx, "m://x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, ok := b.(*retry.Bucket)
+	if !ok {
+		t.Fatalf("opened %T", b)
+	}
+	if _, ok := rb.Unwrap().(*memstore.Bucket); !ok {
+		t.Errorf("MaxInFlight -1 from the context: under retry %T, want the driver", rb.Unwrap())
+	}
+}
