@@ -94,3 +94,7 @@ type pooledBucket struct{ storage.Bucket }
 
 // Close does nothing: the pool closes the store when the agent shuts down.
 func (pooledBucket) Close() error { return nil }
+
+// Unwrap returns the pooled store (already decorated by the Registry), so
+// stream does not stack a second retry decorator on it (storage/stack).
+func (p pooledBucket) Unwrap() storage.Bucket { return p.Bucket }
