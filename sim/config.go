@@ -136,6 +136,10 @@ type Config struct {
 	// Nodes restricts the simulation to these nodes (nil: all). Steps
 	// still synchronise over the simulated nodes only.
 	Nodes []int
+	// IndexRequests is the number of store requests opening the dataset
+	// makes (0: 2, as stream.Open on a fresh cache: a GET of index.json
+	// and a Stat of it, one after the other).
+	IndexRequests int
 	// KeepSteps records every step's wait in the report (memory: 8 bytes
 	// per step and node).
 	KeepSteps bool
@@ -152,7 +156,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: nodes, ranks per node and workers per rank must be positive (%d, %d, %d)",
 			ErrInvalid, c.Shape.Nodes, c.Shape.RanksPerNode, c.Shape.WorkersPerRank)
 	}
-	if c.Epochs < 0 || c.Predownload < 0 || c.CacheLimit < 0 || c.PrefetchConcurrency < 0 || c.DecodeCost < 0 {
+	if c.Epochs < 0 || c.IndexRequests < 0 || c.Predownload < 0 || c.CacheLimit < 0 || c.PrefetchConcurrency < 0 || c.DecodeCost < 0 {
 		return fmt.Errorf("%w: epochs, predownload, cache limit, prefetch concurrency and decode cost must not be negative", ErrInvalid)
 	}
 	if c.Store.Latency < 0 || c.Store.BandwidthPerNode < 0 || c.Store.BandwidthTotal < 0 {
@@ -176,6 +180,13 @@ func (c *Config) predownload() int {
 		return c.Predownload
 	}
 	return 8 * c.Plan.BatchSize
+}
+
+func (c *Config) indexRequests() int {
+	if c.IndexRequests > 0 {
+		return c.IndexRequests
+	}
+	return 2
 }
 
 func (c *Config) concurrency() int {

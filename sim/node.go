@@ -104,9 +104,12 @@ func newNode(c *Config, id int) *node {
 	// The index is fetched first and stays in the cache.
 	nd.usage = c.Dataset.IndexBytes
 	nd.peak = nd.usage
-	nd.requests = 1
+	nd.requests = int64(c.indexRequests())
 	nd.bytes = c.Dataset.IndexBytes
 	nd.linkFree = nd.transferEnd(0, c.Dataset.IndexBytes)
+	for range c.indexRequests() - 1 {
+		nd.linkFree = nd.transferEnd(nd.linkFree, 0)
+	}
 	return nd
 }
 
@@ -272,17 +275,13 @@ func (nd *node) pump(t float64) {
 	}
 	budget := nd.budget
 	if !nd.out {
-		// Until its first sample is out a consumer fetches only that
-		// sample's shard.
+		// Until its first sample is out a consumer fetches only one
+		// shard (its first sample's, for a single consumer).
 		budget = min(budget, len(nd.firstPos))
 	}
 	for nd.nextRun < len(nd.runs) && nd.runs[nd.nextRun].Start < nd.pos+nd.window &&
 		len(nd.ahead) < budget && nd.prefetching < nd.conc {
 		r := nd.runs[nd.nextRun]
-		if !nd.out && !nd.isFirst(r) {
-			nd.nextRun++
-			continue
-		}
 		if nd.state[r.Shard] != absent {
 			nd.nextRun++
 			continue
@@ -296,16 +295,6 @@ func (nd *node) pump(t float64) {
 		nd.ahead = append(nd.ahead, nd.nextRun)
 		nd.nextRun++
 	}
-}
-
-// isFirst reports whether run r holds a consumer's first sample.
-func (nd *node) isFirst(r plan.ShardRun) bool {
-	for _, p := range nd.firstPos {
-		if p >= r.Start && p < r.Start+r.Len {
-			return true
-		}
-	}
-	return false
 }
 
 // progress moves the consumers to position pos at t (a step begins).

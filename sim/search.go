@@ -6,11 +6,13 @@ import (
 
 // LimitSearch is the outcome of MinCacheLimit.
 type LimitSearch struct {
-	// Limit is the smallest cache limit found with no stalled step (within
-	// one largest shard footprint); 0 when even no limit stalls.
+	// Limit is the smallest cache limit found (within one largest shard
+	// footprint) that stalls no more than an unlimited cache: the steps
+	// that stall then are the store's doing, not the cache's.
 	Limit int64 `json:"min_cache_limit"`
-	// Found reports whether such a limit exists.
-	Found bool `json:"found"`
+	// StallFree reports whether the run stalls no step (after the first)
+	// even then.
+	StallFree bool `json:"stall_free"`
 	// Unlimited is the run without a limit (its peak cache use bounds the
 	// search).
 	Unlimited *Report `json:"-"`
@@ -19,7 +21,8 @@ type LimitSearch struct {
 }
 
 // MinCacheLimit searches the smallest per-node cache limit at which the
-// configuration stalls no step after the first, by bisection between the
+// configuration stalls no more (steps, and seconds) than without a limit,
+// by bisection between the
 // least limit the cache accepts (every consumer's lease and fetch) and the
 // peak use without a limit, to the resolution of one shard footprint.
 // c.CacheLimit is ignored. Set c.Nodes to search on fewer nodes (nodes
@@ -32,9 +35,9 @@ func MinCacheLimit(ctx context.Context, c *Config) (*LimitSearch, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &LimitSearch{Unlimited: free, Runs: 1}
-	if free.StalledSteps > 0 {
-		return res, nil
+	res := &LimitSearch{Unlimited: free, Runs: 1, StallFree: free.StalledSteps == 0}
+	ok := func(r *Report) bool {
+		return r.StalledSteps <= free.StalledSteps && r.StallS <= free.StallS*(1+1e-9)+1e-9
 	}
 	var foot int64
 	for _, s := range c.Dataset.Shards {
@@ -51,7 +54,7 @@ func MinCacheLimit(ctx context.Context, c *Config) (*LimitSearch, error) {
 		if err != nil {
 			return nil, err
 		}
-		if r.StalledSteps == 0 {
+		if ok(r) {
 			hi = lo
 		}
 	}
@@ -63,12 +66,12 @@ func MinCacheLimit(ctx context.Context, c *Config) (*LimitSearch, error) {
 		if err != nil {
 			return nil, err
 		}
-		if r.StalledSteps == 0 {
+		if ok(r) {
 			hi = mid
 		} else {
 			lo = mid
 		}
 	}
-	res.Limit, res.Found = hi, true
+	res.Limit = hi
 	return res, nil
 }

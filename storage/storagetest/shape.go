@@ -39,7 +39,7 @@ type ShapingProxy struct {
 	mu       sync.Mutex
 	requests map[string]int // by method
 	bytes    int64          // response body bytes sent
-	gets     []string       // GET paths in arrival order
+	log      []string       // "METHOD path" in arrival order
 }
 
 // NewShapingProxy starts a shaping proxy forwarding to target (a base URL
@@ -87,20 +87,19 @@ func (p *ShapingProxy) Bytes() int64 {
 	return p.bytes
 }
 
-// GETs returns the paths of the GET requests received, in arrival order.
-func (p *ShapingProxy) GETs() []string {
+// Log returns "METHOD path" for every request received, in arrival
+// order.
+func (p *ShapingProxy) Log() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]string(nil), p.gets...)
+	return append([]string(nil), p.log...)
 }
 
 // ServeHTTP implements http.Handler.
 func (p *ShapingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	p.requests[r.Method]++
-	if r.Method == http.MethodGet {
-		p.gets = append(p.gets, r.URL.Path)
-	}
+	p.log = append(p.log, r.Method+" "+r.URL.Path)
 	p.mu.Unlock()
 	if err := sleepCtx(r.Context(), p.shape.Latency); err != nil {
 		return

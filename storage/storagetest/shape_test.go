@@ -65,8 +65,8 @@ func TestShapingProxy(t *testing.T) {
 	if n := p.Bytes(); n != 3*int64(len(body)) {
 		t.Errorf("%d bytes, want %d", n, 3*len(body))
 	}
-	if g := p.GETs(); len(g) != 3 || g[0] != "/a" {
-		t.Errorf("GETs %v", g)
+	if g := p.Log(); len(g) != 3 || g[0] != "GET /a" {
+		t.Errorf("log %v", g)
 	}
 	// Faults still apply behind the shaper.
 	p.Faults.Inject(ProxyFault{Kind: Status, Status: 503, Times: 1})

@@ -1,0 +1,435 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/internal/atomicfile"
+	"github.com/sluicedata/sluice/plan"
+	"github.com/sluicedata/sluice/sim"
+	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/stream"
+)
+
+// simulateFlags are the flags of `sluice simulate`: plan's, the cache's
+// and the store and node model.
+type simulateFlags struct {
+	shuffle                  bool
+	shuffleAlgo              string
+	shuffleSeed              int64
+	shuffleBlockSize         int64
+	numCanonicalNodes        int
+	batchSize                int
+	nodes, ranks, workers    int
+	epochs                   int
+	predownload, concurrency int
+	cacheLimit               string
+	keepZip                  bool
+	shardSizes               string
+	shards                   int
+	samples, sampleBytes     string
+	stepTime                 string
+	latency, decodeCost      time.Duration
+	bwNode, bwTotal          string
+	rankIterator             bool
+	vary                     string
+	searchLimit              bool
+	asJSON                   bool
+	stepsCSV                 string
+}
+
+func newSimulateCommand(e *env) *cobra.Command {
+	var f simulateFlags
+	cmd := &cobra.Command{
+		Use:   "simulate [DATASET_OR_INDEX]",
+		Short: "Simulate a training run's input pipeline: stalls, downloads, cache use",
+		Long: `Simulate a run on a virtual clock: the epoch plan Sluice would compute (the
+real planner), consumed step by step on every node through a model of the node
+cache (the limit, Belady eviction by the plan's next use, the prefetch window,
+budget and concurrency of sluice stream and the agent) and of the store
+(latency per request, bandwidth per node and in all, as a FIFO link per node).
+
+Reports, per node and in all: time to first batch, the steps that stall and for
+how long, the input-wait fraction, throughput, bytes and requests to the store
+and peak cache use; --search-min-cache finds the smallest cache limit with no
+stall (on node 0); --vary KEY=V1,V2,... compares settings side by side (keys:
+cache_limit, shuffle_algo, shuffle_block_size, predownload, nodes, batch_size,
+workers_per_rank, step_time, bandwidth_per_node, num_canonical_nodes).
+
+The dataset is a directory or URL holding index.json, or an index.json file;
+without one, --shard-sizes or --shards/--samples with --sample-bytes describe
+it. --rank-iterator models sluice stream (one iterator per rank) instead of
+the agent (one per DataLoader worker).`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSimulate(cmd.Context(), e, &f, args)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&f.shuffle, "shuffle", false, "shuffle the samples")
+	fl.StringVar(&f.shuffleAlgo, "shuffle-algo", plan.AlgoPy1e, "shuffle algorithm: naive, py1s, py2s, py1br, py1e or py1b")
+	fl.Int64Var(&f.shuffleSeed, "shuffle-seed", plan.DefaultShuffleSeed, "shuffle seed")
+	fl.Int64Var(&f.shuffleBlockSize, "shuffle-block-size", 0, "shuffle block size (0: max(4000000/NCN, 262144))")
+	fl.IntVar(&f.numCanonicalNodes, "num-canonical-nodes", 0, "canonical nodes (0: MosaicML's default)")
+	fl.IntVar(&f.batchSize, "batch-size", 0, "per-device batch size (required)")
+	fl.IntVar(&f.nodes, "nodes", 1, "physical nodes")
+	fl.IntVar(&f.ranks, "ranks-per-node", 1, "ranks (devices) per node")
+	fl.IntVar(&f.workers, "workers-per-rank", 1, "DataLoader workers per rank")
+	fl.IntVar(&f.epochs, "epochs", 1, "epochs to play (the cache is kept between them)")
+	fl.IntVar(&f.predownload, "predownload", 0, "samples each consumer prefetches ahead (0: 8×batch size)")
+	fl.IntVar(&f.concurrency, "prefetch-concurrency", 0, "concurrent prefetches per consumer (0: 8)")
+	fl.StringVar(&f.cacheLimit, "cache-limit", "", `cache limit per node ("200gb"; default: none)`)
+	fl.BoolVar(&f.keepZip, "keep-zip", false, "keep compressed shards in the cache after decompressing")
+	fl.StringVar(&f.shardSizes, "shard-sizes", "", "comma-separated shard sample counts (instead of a dataset)")
+	fl.IntVar(&f.shards, "shards", 0, "number of equal shards (with --samples, instead of a dataset)")
+	fl.StringVar(&f.samples, "samples", "", `total samples over --shards ("5m")`)
+	fl.StringVar(&f.sampleBytes, "sample-bytes", "1kb", "bytes per sample without a dataset")
+	fl.StringVar(&f.stepTime, "step-time", "0s", `compute time per step: "500ms", "normal:500ms,50ms" or "uniform:400ms,600ms"`)
+	fl.DurationVar(&f.latency, "latency", 0, "store latency per request (time to first byte)")
+	fl.StringVar(&f.bwNode, "bandwidth-per-node", "", `download rate of one node in bytes/s ("1.25gb"; default: unlimited)`)
+	fl.StringVar(&f.bwTotal, "bandwidth-total", "", `download rate of the store for all nodes in bytes/s (default: unlimited)`)
+	fl.DurationVar(&f.decodeCost, "decode-cost", 0, "CPU time per sample in a DataLoader worker")
+	fl.BoolVar(&f.rankIterator, "rank-iterator", false, "model sluice stream (one iterator per rank) instead of the agent")
+	fl.StringVar(&f.vary, "vary", "", "compare settings: KEY=V1,V2,...")
+	fl.BoolVar(&f.searchLimit, "search-min-cache", false, "search the smallest cache limit with no stall (on node 0)")
+	fl.BoolVar(&f.asJSON, "json", false, "print the reports as JSON")
+	fl.StringVar(&f.stepsCSV, "steps-csv", "", "write every step's input wait per node to this CSV file")
+	return cmd
+}
+
+// simulateRun is one setting's outcome (`sluice simulate --json`).
+type simulateRun struct {
+	Setting string           `json:"setting,omitempty"`
+	Report  *sim.Report      `json:"report"`
+	Search  *sim.LimitSearch `json:"search,omitempty"`
+	CPUS    float64          `json:"simulation_s"`
+}
+
+func runSimulate(ctx context.Context, e *env, f *simulateFlags, args []string) error {
+	if f.batchSize <= 0 {
+		return errors.New("simulate: --batch-size is required")
+	}
+	ds, name, err := simulateDataset(ctx, e, f, args)
+	if err != nil {
+		return err
+	}
+	base, err := simulateConfig(f, ds)
+	if err != nil {
+		return err
+	}
+	key, values := "", []string{""}
+	if f.vary != "" {
+		k, v, ok := strings.Cut(f.vary, "=")
+		if !ok || v == "" {
+			return fmt.Errorf("simulate: --vary %q: want KEY=V1,V2,...", f.vary)
+		}
+		key, values = k, strings.Split(v, ",")
+	}
+	var runs []simulateRun
+	for _, v := range values {
+		c := *base
+		setting := ""
+		if key != "" {
+			if err := applyVary(&c, key, v); err != nil {
+				return err
+			}
+			setting = key + "=" + v
+		}
+		c.KeepSteps = f.stepsCSV != ""
+		start := time.Now()
+		rep, err := sim.Run(ctx, &c)
+		if err != nil {
+			return err
+		}
+		run := simulateRun{Setting: setting, Report: rep}
+		if f.searchLimit {
+			sc := c
+			sc.Nodes = []int{0}
+			sc.KeepSteps = false
+			if run.Search, err = sim.MinCacheLimit(ctx, &sc); err != nil {
+				return err
+			}
+		}
+		run.CPUS = time.Since(start).Seconds()
+		runs = append(runs, run)
+	}
+	if f.stepsCSV != "" {
+		if err := writeStepsCSV(f.stepsCSV, runs); err != nil {
+			return err
+		}
+	}
+	if f.asJSON {
+		var b []byte
+		if key == "" {
+			b, err = json.Marshal(runs[0])
+		} else {
+			b, err = json.Marshal(map[string]any{"runs": runs})
+		}
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(e.stdout, "%s\n", b)
+		return err
+	}
+	fmt.Fprintf(e.stdout, "dataset %s: %d shards, %d samples, %.1f MB stored\n", name, len(ds.Shards), sumSamples(ds), float64(sumStored(ds))/1e6)
+	fmt.Fprintf(e.stdout, "world %d nodes × %d ranks × %d workers, batch %d, step time %s\n",
+		base.Shape.Nodes, base.Shape.RanksPerNode, base.Shape.WorkersPerRank, base.Plan.BatchSize, f.stepTime)
+	for _, r := range runs {
+		printSimRun(e.stdout, &r)
+	}
+	return nil
+}
+
+func sumSamples(d *sim.Dataset) (n int64) {
+	for _, s := range d.Shards {
+		n += s.Samples
+	}
+	return n
+}
+
+func sumStored(d *sim.Dataset) (n int64) {
+	for _, s := range d.Shards {
+		n += s.StoredBytes
+	}
+	return n
+}
+
+// simulateDataset describes the dataset from the argument or the flags.
+func simulateDataset(ctx context.Context, e *env, f *simulateFlags, args []string) (*sim.Dataset, string, error) {
+	given := 0
+	for _, b := range []bool{len(args) > 0, f.shardSizes != "", f.shards > 0 || f.samples != ""} {
+		if b {
+			given++
+		}
+	}
+	if given != 1 {
+		return nil, "", errors.New("simulate: give exactly one of DATASET_OR_INDEX, --shard-sizes or --shards with --samples")
+	}
+	if len(args) > 0 {
+		data, name, err := readIndexFile(ctx, e, args[0])
+		if err != nil {
+			return nil, "", err
+		}
+		idx, err := format.ParseIndex(data)
+		if err != nil {
+			return nil, "", fmt.Errorf("simulate: %s: %w", name, err)
+		}
+		d := sim.DatasetFromIndex(idx, int64(len(data)), f.keepZip)
+		return &d, args[0], nil
+	}
+	per, err := stream.ParseBytes(f.sampleBytes)
+	if err != nil {
+		return nil, "", fmt.Errorf("simulate: --sample-bytes: %w", err)
+	}
+	var sizes []int64
+	if f.shardSizes != "" {
+		if sizes, err = parseShardSizes(f.shardSizes); err != nil {
+			return nil, "", err
+		}
+	} else {
+		if f.shards <= 0 || f.samples == "" {
+			return nil, "", errors.New("simulate: --shards and --samples go together")
+		}
+		if f.shards > 1<<24 {
+			return nil, "", fmt.Errorf("simulate: --shards %d: at most %d", f.shards, 1<<24)
+		}
+		total, err := plan.ParseEpochSize(f.samples)
+		if err != nil {
+			return nil, "", fmt.Errorf("simulate: --samples: %w", err)
+		}
+		sizes = make([]int64, f.shards)
+		for i := range sizes {
+			sizes[i] = total / int64(f.shards)
+			if int64(i) < total%int64(f.shards) {
+				sizes[i]++
+			}
+		}
+	}
+	// index.json holds about 400 bytes per shard.
+	d := sim.UniformDataset(sizes, per, int64(400*len(sizes)))
+	return &d, "(synthetic)", nil
+}
+
+// readIndexFile reads index.json from a file, a directory or a store URL.
+func readIndexFile(ctx context.Context, e *env, src string) ([]byte, string, error) {
+	if !strings.Contains(src, "://") {
+		name := src
+		if fi, err := os.Stat(src); err != nil {
+			return nil, "", fmt.Errorf("simulate: %w", err)
+		} else if fi.IsDir() {
+			name = src + string(os.PathSeparator) + format.IndexFile
+		}
+		data, err := readFileLimited(name, maxIndexBytes)
+		if err != nil {
+			return nil, "", fmt.Errorf("simulate: %w", err)
+		}
+		return data, name, nil
+	}
+	d, err := openDataset(ctx, e, src)
+	if err != nil {
+		return nil, "", fmt.Errorf("simulate: %w", err)
+	}
+	defer d.Close()
+	data, err := storage.ReadAll(ctx, d.bucket, format.IndexFile, maxIndexBytes)
+	if err != nil {
+		return nil, "", fmt.Errorf("simulate: %w", err)
+	}
+	return data, d.bucket.URL(format.IndexFile), nil
+}
+
+// simulateConfig builds the base configuration from the flags.
+func simulateConfig(f *simulateFlags, ds *sim.Dataset) (*sim.Config, error) {
+	seed := f.shuffleSeed
+	c := &sim.Config{
+		Dataset: *ds,
+		Plan: plan.Options{Shuffle: f.shuffle, ShuffleAlgo: f.shuffleAlgo, ShuffleSeed: &seed,
+			ShuffleBlockSize: f.shuffleBlockSize, NumCanonicalNodes: f.numCanonicalNodes, BatchSize: f.batchSize},
+		Shape:  plan.Shape{Nodes: f.nodes, RanksPerNode: f.ranks, WorkersPerRank: f.workers},
+		Epochs: f.epochs, Predownload: f.predownload, PrefetchConcurrency: f.concurrency,
+		RankIterator: f.rankIterator, DecodeCost: f.decodeCost,
+		Store: sim.Store{Latency: f.latency},
+	}
+	var err error
+	if f.cacheLimit != "" {
+		if c.CacheLimit, err = stream.ParseBytes(f.cacheLimit); err != nil {
+			return nil, fmt.Errorf("simulate: --cache-limit: %w", err)
+		}
+	}
+	if c.StepTime, err = sim.ParseStepTime(f.stepTime); err != nil {
+		return nil, fmt.Errorf("simulate: --step-time: %w", err)
+	}
+	if c.Store.BandwidthPerNode, err = parseRate(f.bwNode); err != nil {
+		return nil, fmt.Errorf("simulate: --bandwidth-per-node: %w", err)
+	}
+	if c.Store.BandwidthTotal, err = parseRate(f.bwTotal); err != nil {
+		return nil, fmt.Errorf("simulate: --bandwidth-total: %w", err)
+	}
+	return c, nil
+}
+
+func parseRate(s string) (float64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := stream.ParseBytes(strings.TrimSuffix(strings.ToLower(s), "/s"))
+	return float64(n), err
+}
+
+// applyVary sets one --vary key on c.
+func applyVary(c *sim.Config, key, v string) error {
+	bad := func(err error) error { return fmt.Errorf("simulate: --vary %s=%s: %w", key, v, err) }
+	atoi := func() (int, error) {
+		n, err := strconv.Atoi(v)
+		if err == nil && n < 0 {
+			err = errors.New("negative")
+		}
+		return n, err
+	}
+	var err error
+	var n int
+	switch key {
+	case "cache_limit":
+		if v == "none" || v == "0" {
+			c.CacheLimit = 0
+		} else {
+			c.CacheLimit, err = stream.ParseBytes(v)
+		}
+	case "shuffle_algo":
+		c.Plan.ShuffleAlgo = v
+	case "shuffle_block_size":
+		var b int64
+		b, err = plan.ParseEpochSize(v)
+		c.Plan.ShuffleBlockSize = b
+	case "num_canonical_nodes":
+		n, err = atoi()
+		c.Plan.NumCanonicalNodes = n
+	case "predownload":
+		n, err = atoi()
+		c.Predownload = n
+	case "nodes":
+		n, err = atoi()
+		c.Shape.Nodes = n
+	case "batch_size":
+		n, err = atoi()
+		c.Plan.BatchSize = n
+	case "workers_per_rank":
+		n, err = atoi()
+		c.Shape.WorkersPerRank = n
+	case "step_time":
+		c.StepTime, err = sim.ParseStepTime(v)
+	case "bandwidth_per_node":
+		c.Store.BandwidthPerNode, err = parseRate(v)
+	default:
+		return fmt.Errorf("simulate: --vary: unknown key %q", key)
+	}
+	if err != nil {
+		return bad(err)
+	}
+	return nil
+}
+
+func printSimRun(w io.Writer, r *simulateRun) {
+	rep := r.Report
+	if r.Setting != "" {
+		fmt.Fprintf(w, "\n== %s\n", r.Setting)
+	} else {
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "total: wall %.1fs over %d steps, time to first batch %.3fs, %d stalled steps (%.1fs, longest %.3fs), input wait %.1f%%\n",
+		rep.WallS, rep.Steps, rep.TimeToFirstBatchS, rep.StalledSteps, rep.StallS, rep.MaxStallS, 100*rep.InputWaitFraction)
+	fmt.Fprintf(w, "       %.0f samples/s, %.1f GB in %d requests from the store, peak cache %.2f GB per node\n",
+		rep.SamplesPerS, float64(rep.StoreBytes)/1e9, rep.StoreRequests, float64(rep.PeakCacheBytes)/1e9)
+	const maxNodes = 32
+	for i, n := range rep.Nodes {
+		if i == maxNodes {
+			fmt.Fprintf(w, "  ... %d more nodes (--json lists all)\n", len(rep.Nodes)-maxNodes)
+			break
+		}
+		fmt.Fprintf(w, "  node %d: first batch %.3fs, %d stalled steps (%.1fs), wait %.1f%%, %.2f GB in %d requests, %d evictions, peak cache %.2f GB\n",
+			n.Node, n.TimeToFirstBatchS, n.StalledSteps, n.StallS, 100*n.InputWaitFraction,
+			float64(n.StoreBytes)/1e9, n.StoreRequests, n.Evictions, float64(n.PeakCacheBytes)/1e9)
+	}
+	if s := r.Search; s != nil {
+		if s.StallFree {
+			fmt.Fprintf(w, "smallest cache limit with no stall: %.3f GB (node 0, %d runs)\n", float64(s.Limit)/1e9, s.Runs)
+		} else {
+			fmt.Fprintf(w, "smallest cache limit that adds no stall: %.3f GB (node 0, %d runs; %d steps stall even without a limit)\n",
+				float64(s.Limit)/1e9, s.Runs, s.Unlimited.StalledSteps)
+		}
+	}
+	fmt.Fprintf(w, "(simulated in %.2fs)\n", r.CPUS)
+}
+
+// writeStepsCSV writes setting,node,step,wait_s rows.
+func writeStepsCSV(path string, runs []simulateRun) error {
+	var b strings.Builder
+	b.WriteString("setting,node,step,input_wait_s\n")
+	for _, r := range runs {
+		for _, n := range r.Report.Nodes {
+			for s, w := range n.StepWaitsS {
+				fmt.Fprintf(&b, "%s,%d,%d,%.6f\n", csvField(r.Setting), n.Node, s, w)
+			}
+		}
+	}
+	if err := atomicfile.WriteFile(path, 0o644, []byte(b.String())); err != nil {
+		return fmt.Errorf("simulate: --steps-csv: %w", err)
+	}
+	return nil
+}
+
+func csvField(s string) string {
+	if strings.ContainsAny(s, ",\"\n") {
+		return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+	}
+	return s
+}
