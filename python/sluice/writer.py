@@ -319,13 +319,26 @@ class _Writer:
     def write(self, sample):
         """Queues one sample (a dict with a value for every column); the
         batch is handed to the writer process once it is large enough."""
+        pending = self._pending
+        pending.append(sample)
+        if len(pending) >= self._batch:
+            self._flush_checked()
+
+    def _flush_checked(self):
+        # A failed or finished writer keeps _batch at 0, so that every
+        # write() comes here.
         if self._failed is not None:
+            self._pending.clear()
             raise self._failed
         if self._finished:
+            self._pending.clear()
             raise WriterError("write() after finish()")
-        self._pending.append(sample)
-        if len(self._pending) >= self._batch:
+        try:
             self._flush()
+        except WriterError as e:
+            self._failed = e
+            self._batch = 0
+            raise
 
     def finish(self):
         """Writes the queued samples, the last shard and index.json, waits
@@ -337,6 +350,7 @@ class _Writer:
         while self._pending:
             self._flush()
         self._finished = True
+        self._batch = 0
         self._send(_END)
         self._proc.stdin.close()
         ev = self._next_event(self._timeout)
