@@ -2,6 +2,7 @@ package shuffle
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -97,6 +98,37 @@ func TestPy1eSparseLarge(t *testing.T) {
 	for _, pos := range []int64{0, 1, 31, 1000, 99_990, 100_000, 199_000, 199_968} {
 		// One canonical node: node-relative positions are positions. The
 		// default slack must not need the window path.
+		got := make([]int64, 32)
+		if !e.fillSparse(got, 0, pos, pos+32) {
+			t.Fatalf("[%d, %d): fillSparse gave up", pos, pos+32)
+		}
+		if !slices.Equal(want[pos:pos+32], got) {
+			t.Fatalf("[%d, %d): got %v, want %v", pos, pos+32, got, want[pos:pos+32])
+		}
+	}
+}
+
+// TestPy1eSparseParallel is TestPy1eSparseLarge with a block large enough
+// that countKeep splits its spans over goroutines: the answer must not
+// change.
+func TestPy1eSparseParallel(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	sizes := make([]int64, 300)
+	for i := range sizes {
+		sizes[i] = 4000 + int64(i%7)
+	}
+	p := Params{Algo: Py1e, UnitSizes: sizes, NumCanonicalNodes: 1, Seed: 5, Epoch: 1, BlockSize: 1 << 20}
+	want, err := Get(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := s.impl.(*py1e)
+	n := int64(len(want))
+	for _, pos := range []int64{0, 500_000, 1_080_000, n - 32} {
 		got := make([]int64, 32)
 		if !e.fillSparse(got, 0, pos, pos+32) {
 			t.Fatalf("[%d, %d): fillSparse gave up", pos, pos+32)
