@@ -240,6 +240,27 @@ func (it *Iterator) start(pctx context.Context) {
 // included (padding is skipped, so at most Len samples are yielded).
 func (it *Iterator) Len() int { return it.total }
 
+// Skip passes over the next n samples (padding aside) without fetching
+// or leasing their shards, and returns how many it passed: fewer only at
+// the end or on error (see Err). A consumer resumed after samples it
+// already has (the agent replaying a worker's position after a crash)
+// uses it, so the replay needs no cache space.
+func (it *Iterator) Skip(n int64) int64 {
+	var k int64
+	for k < n && it.err == nil && !it.closed {
+		p := it.pos.Load()
+		if p >= int64(len(it.ids)) && !it.more() {
+			break
+		}
+		id := it.ids[p]
+		it.pos.Store(p + 1)
+		if id >= 0 {
+			k++
+		}
+	}
+	return k
+}
+
 // Next advances to the next sample, fetching its shard if needed. It
 // returns false at the end or on error (see Err).
 func (it *Iterator) Next() bool {
