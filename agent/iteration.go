@@ -34,6 +34,8 @@ type iteration struct {
 	done   chan struct{} // closed when the producer has exited
 	err    error         // the producer's error; read after done is closed
 	cancel context.CancelFunc
+	// taken is signalled (without blocking) each time take dequeues.
+	taken chan struct{}
 }
 
 // startIteration starts the iteration of one worker of ep, dropping its
@@ -45,7 +47,8 @@ func startIteration(ep *stream.Epoch, worker int, skip int64, sizes []int64) (*i
 		cancel()
 		return nil, err
 	}
-	it := &iteration{ch: make(chan location, iterBuffer), done: make(chan struct{}), cancel: cancel}
+	it := &iteration{ch: make(chan location, iterBuffer), done: make(chan struct{}), cancel: cancel,
+		taken: make(chan struct{}, 1)}
 	go it.run(ctx, sit, skip, sizes)
 	return it, nil
 }
@@ -53,14 +56,31 @@ func startIteration(ep *stream.Epoch, worker int, skip int64, sizes []int64) (*i
 func (it *iteration) run(ctx context.Context, sit *stream.Iterator, skip int64, sizes []int64) {
 	defer close(it.done)
 	defer sit.Close()
-	for ; skip > 0 && sit.Next(); skip-- {
+	// The skipped samples were delivered before (a client resuming after
+	// an agent crash): pass over them without fetching their shards, so
+	// the replay never competes for cache space with live leases.
+	if skip > 0 && sit.Skip(skip) < skip {
+		if err := sit.Err(); err != nil && ctx.Err() == nil {
+			it.err = err
+		}
+		return
 	}
+	lastShard := -1
 	for sit.Next() {
 		loc, err := sit.Location()
 		if err != nil {
 			it.err = err
 			return
 		}
+		// Read ahead at most one shard beyond what the client has taken:
+		// every buffered location holds a lease, and leases that run far
+		// ahead on every worker can fill a tight cache limit so that
+		// another worker's next shard never finds room.
+		if loc.Shard != lastShard && lastShard >= 0 && !it.drain(ctx) {
+			loc.Release()
+			return
+		}
+		lastShard = loc.Shard
 		var size int64
 		if loc.Shard >= 0 && loc.Shard < len(sizes) {
 			size = sizes[loc.Shard]
@@ -77,6 +97,19 @@ func (it *iteration) run(ctx context.Context, sit *stream.Iterator, skip int64, 
 	if err := sit.Err(); err != nil && ctx.Err() == nil {
 		it.err = err
 	}
+}
+
+// drain waits until the client has taken every buffered location; false
+// when ctx ended first.
+func (it *iteration) drain(ctx context.Context) bool {
+	for len(it.ch) > 0 {
+		select {
+		case <-it.taken:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 // take returns up to n locations. It waits up to wait for the first; when
@@ -106,6 +139,12 @@ func (it *iteration) take(ctx context.Context, n int, wait time.Duration) ([]loc
 			return nil, false, ctx.Err()
 		}
 	}
+	defer func() {
+		select {
+		case it.taken <- struct{}{}:
+		default:
+		}
+	}()
 	yielded := false
 	for len(out) < n {
 		select {

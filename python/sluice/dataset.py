@@ -3,6 +3,7 @@
 import math
 import mmap
 import os
+import time
 
 from . import _agent, _decode, _worker, _world, errors
 
@@ -97,6 +98,9 @@ class StreamingDataset(_Base):
     MosaicML (and Sluice's Go engine) gives for this rank and DataLoader
     worker. Extra keyword arguments: ``agent_dir`` (the agent directory),
     ``timeout`` (seconds any single wait on the agent may take),
+    ``stall_timeout`` (seconds an iteration may go without a sample before
+    it fails with AgentTimeoutError; default: timeout plus every download
+    attempt's download_timeout),
     ``fetch_size`` (samples per request) and ``inline_max`` (records up to
     this many bytes are sent inline instead of mapped).
     """
@@ -131,6 +135,7 @@ class StreamingDataset(_Base):
         stream_config=None,
         agent_dir=None,
         timeout=30.0,
+        stall_timeout=None,
         fetch_size=None,
         inline_max=0,
     ):
@@ -202,6 +207,11 @@ class StreamingDataset(_Base):
         self._wire = {k: v for k, v in wire.items() if v is not None}
         self._agent_dir = agent_dir
         self._timeout = float(timeout)
+        if stall_timeout is None:
+            stall_timeout = self._timeout + max(download_retry or 1, 1) * float(download_timeout or 60)
+        if stall_timeout <= 0:
+            raise ValueError("stall_timeout must be > 0, got %r" % stall_timeout)
+        self._stall_timeout = float(stall_timeout)
         self._fetch = int(fetch_size or _DEFAULT_FETCH)
         self._inline_max = int(inline_max)
         self._job = _world.job_key()
@@ -349,7 +359,7 @@ class StreamingDataset(_Base):
         try:
             while True:
                 try:
-                    for sample in self._batches(conn, begun["iter"], maps, private):
+                    for sample in self._batches(conn, begun, maps, private, world):
                         yielded += 1
                         yield sample
                     return
@@ -377,7 +387,7 @@ class StreamingDataset(_Base):
             _close_maps(maps)
             conn.close()
 
-    def _batches(self, conn, it, maps, private):
+    def _batches(self, conn, begun, maps, private, world):
         """Yields the decoded samples of iteration it, batch by batch.
 
         The request for the next batch goes out before the current one is
@@ -389,15 +399,30 @@ class StreamingDataset(_Base):
         decoders = self._decoders
         shard_schema = self._info["shard_schema"]
         flag = _agent.INLINE_FLAG
-        req = {"op": "next", "iter": it, "max": self._fetch, "inline_max": self._inline_max}
+        req = {"op": "next", "iter": begun["iter"], "max": self._fetch, "inline_max": self._inline_max}
+        # A DataLoader worker watches its parent: when the main process
+        # dies the worker stops instead of waiting on as an orphan.
+        parent = os.getppid() if private else None
         conn.send(req)
         prev = None
+        last = time.monotonic()
         while True:
             reply, body = conn.recv("batch")
             n = reply["n"]
             if n == 0:
                 if reply.get("done"):
                     return
+                if parent is not None and os.getppid() != parent:
+                    raise errors.AgentError("the DataLoader's main process (pid %d) died; worker %d stops"
+                                            % (parent, world["worker"]))
+                waited = time.monotonic() - last
+                if waited > self._stall_timeout:
+                    raise errors.AgentTimeoutError(
+                        "no sample of epoch %d (rank %d, worker %d of %d) arrived within %.0fs: the agent kept "
+                        "answering that none was ready (shards still downloading, or cache_limit=%s full of "
+                        "shards other readers hold); see stall_timeout"
+                        % (begun["epoch"], world["rank"], world["worker"], world["num_workers"], waited,
+                           self.cache_limit))
                 # Nothing ready yet: the batch before has been consumed, so
                 # give its leases back now; the agent may need that space.
                 conn.send(dict(req, release=[prev]) if prev else req)
@@ -406,6 +431,7 @@ class StreamingDataset(_Base):
             # The pipelined request waits only briefly: if the agent cannot
             # make the next batch before this one is released (a tight
             # cache limit), the empty reply makes us release it sooner.
+            last = time.monotonic()
             nreq = dict(req, wait_ms=_PIPELINE_WAIT_MS)
             if prev:
                 nreq["release"] = [prev]

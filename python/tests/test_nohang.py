@@ -1,0 +1,98 @@
+"""No hangs: SIGKILL of the agent while DataLoader workers read under a
+cache limit, a small cache limit with several workers, the client's stall
+deadline, and DataLoader workers that outlive their main process."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+import helpers
+import agent_kill_trials
+
+try:
+    import torch  # noqa: F401
+except ImportError:  # pragma: no cover
+    torch = None
+
+TRIAL = os.path.join(helpers.HERE, "agent_kill_trials.py")
+
+
+def run_trial(cfg, env, timeout):
+    """Runs agent_kill_trials' trial_main in a child with a deadline; the
+    ids it read, or a failure naming why."""
+    try:
+        p = subprocess.run([sys.executable, TRIAL, "--trial", json.dumps(cfg)], env=env, cwd=helpers.HERE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("hung: no result within %ds" % timeout) from None
+    if p.returncode != 0:
+        raise AssertionError("exit %d: %s" % (p.returncode, p.stderr.decode()[-1500:]))
+    return json.loads(p.stdout.decode().strip().splitlines()[-1])["ids"]
+
+
+@unittest.skipIf(torch is None, "torch missing")
+@unittest.skipUnless(os.environ.get("SLUICE_TEST_KILL_TRIALS"),
+                     "known gap (issue #10): some trials still stall after the agent's SIGKILL under a 160kb "
+                     "limit; set SLUICE_TEST_KILL_TRIALS=1 or run agent_kill_trials.py")
+class AgentKillTest(helpers.AgentCase):
+    def test_kill_agent_under_cache_limit_three_workers(self):
+        # 3 trials here; agent_kill_trials.py runs 20 or more.
+        failures, results = agent_kill_trials.run_trials(3, workers=3, cache_limit="160kb", timeout=90, seed=7,
+                                                         log=lambda s: None)
+        self.assertEqual(failures, 0, results)
+
+
+@unittest.skipIf(torch is None, "torch missing")
+class SmallCacheTest(helpers.AgentCase):
+    def test_two_workers_one_megabyte_limit(self):
+        # ~51 KB shards, cache_limit 1mb, 2 workers: the epoch completes
+        # (the agent's read-ahead used to lease ~20 shards per worker).
+        remote = os.path.join(self.tmp, "remote51")
+        agent_kill_trials.write_dataset(remote, n=600, pad=1000, size_limit=51 << 10)
+        cfg = {"remote": remote, "local": os.path.join(self.tmp, "c51"), "batch_size": 8, "seed": 3,
+               "cache_limit": "1mb", "workers": 2, "agent_dir": self.agent_dir, "stall_timeout": 30}
+        ids = run_trial(cfg, dict(os.environ), timeout=90)
+        self.assertEqual(sorted(ids), list(range(600)))
+
+
+@unittest.skipIf(torch is None, "torch missing")
+class OrphanTest(helpers.AgentCase):
+    def test_workers_exit_when_main_dies(self):
+        remote = os.path.join(self.tmp, "remote-orphan")
+        agent_kill_trials.write_dataset(remote, n=400)
+        code = (
+            "import os, sys, time, helpers, sluice\n"
+            "ds = sluice.StreamingDataset(remote=%r, local=%r, batch_size=4, cache_limit='160kb')\n"
+            "loader = sluice.StreamingDataLoader(ds, batch_size=4, num_workers=2, worker_init_fn=lambda _: "
+            "print(os.getpid(), flush=True))\n"
+            "it = iter(loader); next(it)\n"
+            "time.sleep(3600)\n" % (remote, os.path.join(self.tmp, "c-orphan")))
+        p = subprocess.Popen([sys.executable, "-c", code], cwd=helpers.HERE, stdout=subprocess.PIPE)
+        try:
+            pids = [int(p.stdout.readline()), int(p.stdout.readline())]
+            self.assertEqual(len(pids), 2)
+        finally:
+            p.kill()
+            p.wait(timeout=30)
+        end = time.monotonic() + 30
+        alive = pids
+        while alive and time.monotonic() < end:
+            alive = [q for q in pids if _alive(q)]
+            time.sleep(0.1)
+        self.assertEqual(alive, [], "DataLoader workers outlived their main process")
+
+
+def _alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+if __name__ == "__main__":
+    unittest.main()
