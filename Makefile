@@ -3,7 +3,7 @@
 #   make test         run every test (what CI runs)
 GO ?= go
 
-.PHONY: build quickstart test bench
+.PHONY: build quickstart test bench multinode
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
@@ -16,3 +16,8 @@ test:
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+# The multi-host harness (root: network namespaces); ends with a line of
+# figures. ARGS=--big for the larger run.
+multinode:
+	bash test/multinode/run.sh $(ARGS)
