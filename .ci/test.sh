@@ -46,5 +46,8 @@ bash .ci/fuzz.sh
 step "python"
 bash .ci/python.sh
 
+step "multinode (hosts as network namespaces, torchrun across them)"
+bash test/multinode/run.sh
+
 echo
 echo "all tests passed"
