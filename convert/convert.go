@@ -50,7 +50,7 @@ func Run(ctx context.Context, opts *Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	lay, err := newLayout(cols)
+	lay, err := newLayout(cols, r.Nulls == NullsDefault)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func Run(ctx context.Context, opts *Options) (*Report, error) {
 		return nil, err
 	}
 
-	src, err := input.Open(ctx, r.Input, &input.Options{Registry: r.Registry, Format: r.Format, Part: r.Part, TempDir: r.TempDir})
+	src, err := input.Open(ctx, r.Input, &input.Options{Registry: r.Registry, Format: r.Format, Part: r.Part, TempDir: r.TempDir, Columns: lay.names()})
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +96,11 @@ func Run(ctx context.Context, opts *Options) (*Report, error) {
 // schema, or inference over the first records of the whole input (all
 // parts infer from the same records, so they agree).
 func resolveColumns(ctx context.Context, r *resolved) ([]input.Column, error) {
-	src, err := input.Open(ctx, r.Input, &input.Options{Registry: r.Registry, Format: r.Format, TempDir: r.TempDir})
+	var want []string
+	for _, c := range r.Columns {
+		want = append(want, c.Name)
+	}
+	src, err := input.Open(ctx, r.Input, &input.Options{Registry: r.Registry, Format: r.Format, TempDir: r.TempDir, Columns: want})
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +158,11 @@ type batch struct {
 	reasons []string // skip reason where records[i] is nil
 	fetched int      // fetches attempted
 	fetchOK int
+	nulls   []int64 // null or missing values per layout column
+	// err is the batch's first failure (in input order within the batch);
+	// the sequencer returns it when the batch's turn comes, so the error
+	// names the first bad record of the input, not the first worker's.
+	err error
 }
 
 // shardJob is one shard cut by the sequencer, to be built and committed.
@@ -307,7 +316,10 @@ func (p *pipeline) run(ctx context.Context) error {
 			hint := 64 << 10 // arena size of this worker's last batch
 			for b := range work {
 				if err := p.process(ctx, b, row, &hint); err != nil {
-					return err
+					if ctx.Err() != nil {
+						return err
+					}
+					b.err = err
 				}
 				select {
 				case results <- b:
@@ -392,13 +404,20 @@ func (p *pipeline) process(ctx context.Context, b *batch, row []input.Value, hin
 	b.reasons = make([]string, len(b.items))
 	arena := make([]byte, 0, *hint+*hint/8)
 	defer func() { *hint = max(4<<10, len(arena)) }()
+	b.nulls = make([]int64, ncols)
 	encode := func(i int, vals []input.Value) error {
 		start := len(arena)
 		rec, err := p.lay.appendRecord(arena, vals)
 		if err != nil {
-			if p.r.SkipInvalid {
+			switch {
+			case errors.Is(err, errNull) && p.r.Nulls == NullsSkipRow:
+				b.reasons[i] = "null"
+				return nil
+			case p.r.SkipInvalid:
 				b.reasons[i] = "invalid"
 				return nil
+			case errors.Is(err, errNull):
+				return fmt.Errorf("convert: %s: %w (choose a policy with --nulls skip-row or --nulls default)", b.items[i].Loc(), err)
 			}
 			return fmt.Errorf("convert: %s: %w", b.items[i].Loc(), err)
 		}
@@ -424,11 +443,20 @@ func (p *pipeline) process(ctx context.Context, b *batch, row []input.Value, hin
 		clear(vals)
 		err := p.src.Decode(ctx, &b.items[i], set)
 		if err != nil {
-			if p.r.SkipInvalid && !errors.Is(err, context.Canceled) {
+			switch {
+			case errors.Is(err, input.ErrNullElement) && p.r.Nulls == NullsSkipRow:
+				b.reasons[i] = "null"
+				continue
+			case p.r.SkipInvalid && !errors.Is(err, context.Canceled):
 				b.reasons[i] = "invalid"
 				continue
 			}
 			return fmt.Errorf("convert: %w", err)
+		}
+		for k := range vals {
+			if vals[k].Kind == input.Null {
+				b.nulls[k]++
+			}
 		}
 		if !fetching {
 			if err := encode(i, vals); err != nil {
@@ -496,6 +524,17 @@ func (p *pipeline) sequence(ctx context.Context, results <-chan *batch, window <
 			delete(pending, next)
 			next++
 			<-window
+			if cur.err != nil {
+				return cur.err
+			}
+			for k, n := range cur.nulls {
+				if n > 0 {
+					if stats.Nulls == nil {
+						stats.Nulls = map[string]int64{}
+					}
+					stats.Nulls[p.lay.cols[k].name] += n
+				}
+			}
 			for i, rec := range cur.records {
 				if rec == nil {
 					stats.Failures[cur.reasons[i]]++
@@ -686,8 +725,9 @@ func (p *pipeline) finish(ctx context.Context) (*Report, error) {
 		if err := writeReport(ctx, p.out, reportKey, rep); err != nil {
 			return rep, err
 		}
-		return rep, fmt.Errorf("%w: %d of %d fetches succeeded (%.2f%%), below the minimum %.2f%%; index.json not written",
-			ErrQualityGate, rep.FetchSucceeded, rep.FetchAttempted, 100*rep.FetchSuccessRate, 100*rep.MinSuccessRate)
+		return rep, fmt.Errorf("%w: %d of %d fetches succeeded (%.2f%%) and %d of %d records were kept (%.2f%%); the minimum is %.2f%%; index.json not written",
+			ErrQualityGate, rep.FetchSucceeded, rep.FetchAttempted, 100*rep.FetchSuccessRate,
+			rep.SamplesOut, rep.SamplesIn, 100*rep.RecordSuccessRate, 100*rep.MinSuccessRate)
 	}
 	idx := format.AppendIndex(nil, &format.Index{Shards: p.infos})
 	if err := putObject(ctx, p.out, p.r.prefix+format.IndexFile, idx, "application/json"); err != nil {

@@ -33,7 +33,14 @@ type column struct {
 	enc  *mds.Encoding
 	fast fast
 	size int // fixed size, 0 if variable
+	// nullDefault writes the encoding's zero value for a null (--nulls
+	// default) instead of failing with errNull.
+	nullDefault bool
 }
+
+// errNull is the failure of a null or missing value in a column that
+// cannot hold one.
+var errNull = errors.New("value is missing or null")
 
 // layout is the column plan of the output: columns sorted by name, as MDS
 // stores them.
@@ -43,7 +50,7 @@ type layout struct {
 	nvar  int            // variable-size columns
 }
 
-func newLayout(cols []input.Column) (*layout, error) {
+func newLayout(cols []input.Column, nullDefault bool) (*layout, error) {
 	if len(cols) == 0 {
 		return nil, errors.New("convert: no columns")
 	}
@@ -61,7 +68,7 @@ func newLayout(cols []input.Column) (*layout, error) {
 		if err != nil {
 			return nil, fmt.Errorf("convert: column %q: %w", c.Name, err)
 		}
-		col := column{name: c.Name, enc: enc, size: enc.Size()}
+		col := column{name: c.Name, enc: enc, size: enc.Size(), nullDefault: nullDefault}
 		switch c.Encoding {
 		case "bytes", "jpeg", "png":
 			col.fast = fastBytes
@@ -141,6 +148,9 @@ func (c *column) appendValue(dst []byte, v *input.Value) ([]byte, error) {
 	if v.Kind == input.Bytes {
 		return append(dst, v.Bytes...), nil // pass-through, as MosaicML does
 	}
+	if v.Kind == input.NDArray {
+		return c.appendArray(dst, v)
+	}
 	switch c.fast {
 	case fastBytes:
 		if v.Kind == input.String || v.Kind == input.Text {
@@ -173,7 +183,10 @@ func (c *column) appendValue(dst []byte, v *input.Value) ([]byte, error) {
 		if c.enc.String() == "json" {
 			return append(dst, "null"...), nil
 		}
-		return dst, errors.New("value is missing or null")
+		if c.nullDefault {
+			return c.appendDefault(dst)
+		}
+		return dst, errNull
 	}
 	gv, err := goValue(c.enc.String(), v)
 	if err != nil {

@@ -36,6 +36,9 @@ type Stats struct {
 	SamplesOut int64 `json:"samples_out"`
 	// Failures counts skipped records by reason.
 	Failures map[string]int64 `json:"failures"`
+	// Nulls counts null or missing values per column (in records that
+	// were read, whatever the null policy did with them).
+	Nulls map[string]int64 `json:"nulls,omitempty"`
 	// FetchAttempted and FetchSucceeded count URL fetches.
 	FetchAttempted int64 `json:"fetch_attempted"`
 	FetchSucceeded int64 `json:"fetch_succeeded"`
@@ -52,6 +55,12 @@ func (s *Stats) clone() Stats {
 	c.Failures = make(map[string]int64, len(s.Failures))
 	for k, v := range s.Failures {
 		c.Failures[k] = v
+	}
+	if s.Nulls != nil {
+		c.Nulls = make(map[string]int64, len(s.Nulls))
+		for k, v := range s.Nulls {
+			c.Nulls[k] = v
+		}
 	}
 	return c
 }
@@ -95,8 +104,9 @@ func fingerprint(r *resolved, l *layout) string {
 		MaxSide     int
 		JPEGQuality int
 		SkipInvalid bool
+		Nulls       string
 	}{journalVersion, r.Input, r.Format, l.names(), l.encodings(), r.Compression, r.hashes, r.sizeLimit,
-		[2]int{r.Part.Index, r.Part.Count}, r.fetchIdx, r.MaxSide, r.JPEGQuality, r.SkipInvalid}
+		[2]int{r.Part.Index, r.Part.Count}, r.fetchIdx, r.MaxSide, r.JPEGQuality, r.SkipInvalid, r.Nulls}
 	b, _ := json.Marshal(v) // plain data: cannot fail
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])

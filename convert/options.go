@@ -40,6 +40,13 @@ func ParseFetch(s string) (FetchColumn, error) {
 	return FetchColumn{Column: name, Encoding: enc}, nil
 }
 
+// Null policies of Options.Nulls.
+const (
+	NullsError   = "error"
+	NullsSkipRow = "skip-row"
+	NullsDefault = "default"
+)
+
 // Options configures Run. Input, Output and Registry are required; every
 // other zero field means its documented default.
 type Options struct {
@@ -109,6 +116,12 @@ type Options struct {
 	// SkipInvalid skips records whose values do not fit their columns
 	// (counted under reason "invalid") instead of failing the run.
 	SkipInvalid bool
+	// Nulls is the policy for null or missing values in columns that
+	// cannot hold them (every encoding but json): NullsError (the default,
+	// ""), NullsSkipRow (the record is skipped, counted under reason
+	// "null") or NullsDefault (the encoding's zero value: 0, "", empty
+	// bytes). Nulls are counted per column in the report either way.
+	Nulls string
 
 	// Part converts a deterministic slice of the input (see input.Part).
 	Part input.Part
@@ -226,6 +239,13 @@ func (o *Options) resolve() (*resolved, error) {
 	}
 	if r.Workers == 0 {
 		r.Workers = runtime.GOMAXPROCS(0)
+	}
+	switch r.Nulls {
+	case "":
+		r.Nulls = NullsError
+	case NullsError, NullsSkipRow, NullsDefault:
+	default:
+		return nil, fmt.Errorf("convert: bad nulls policy %q: want %s, %s or %s", r.Nulls, NullsError, NullsSkipRow, NullsDefault)
 	}
 	if r.InferRows <= 0 {
 		r.InferRows = 1000

@@ -40,10 +40,15 @@ type Report struct {
 	// FetchSuccessRate is FetchSucceeded/FetchAttempted (1 with no
 	// fetches).
 	FetchSuccessRate float64 `json:"fetch_success_rate"`
-	// MinSuccessRate is the required fetch success rate (0: none).
+	// RecordSuccessRate is SamplesOut/SamplesIn (1 with no input): the
+	// share of input records that reached the output, whatever skipped
+	// the others (failed fetches, invalid values, nulls).
+	RecordSuccessRate float64 `json:"record_success_rate"`
+	// MinSuccessRate is the required fetch and record success rate (0:
+	// none).
 	MinSuccessRate float64 `json:"min_success_rate,omitempty"`
-	// Passed is false when the fetch success rate is below the minimum;
-	// the index is then not written.
+	// Passed is false when the fetch or the record success rate is below
+	// the minimum; the index is then not written.
 	Passed bool `json:"passed"`
 	// Seconds is the conversion time, summed over resumed runs.
 	Seconds float64 `json:"seconds"`
@@ -62,7 +67,11 @@ func (r *Report) finish() {
 	if r.FetchAttempted > 0 {
 		r.FetchSuccessRate = float64(r.FetchSucceeded) / float64(r.FetchAttempted)
 	}
-	r.Passed = r.FetchSuccessRate >= r.MinSuccessRate
+	r.RecordSuccessRate = 1
+	if r.SamplesIn > 0 {
+		r.RecordSuccessRate = float64(r.SamplesOut) / float64(r.SamplesIn)
+	}
+	r.Passed = r.FetchSuccessRate >= r.MinSuccessRate && r.RecordSuccessRate >= r.MinSuccessRate
 	if r.Seconds > 0 {
 		r.SamplesPerSec = float64(r.SamplesOut) / r.Seconds
 		r.MBPerSec = float64(r.RawBytes) / 1e6 / r.Seconds
@@ -73,8 +82,11 @@ func (r *Report) finish() {
 func (r *Report) Summary(w io.Writer) error {
 	var b strings.Builder
 	status := "PASSED"
+	if n := r.skipped(); n > 0 {
+		status = fmt.Sprintf("PASSED with %d of %d records skipped (%.2f%% kept)", n, r.SamplesIn, 100*r.RecordSuccessRate)
+	}
 	if !r.Passed {
-		status = fmt.Sprintf("FAILED (fetch success %.2f%% below the minimum %.2f%%)", 100*r.FetchSuccessRate, 100*r.MinSuccessRate)
+		status = fmt.Sprintf("FAILED (fetch success %.2f%%, records kept %.2f%%; the minimum is %.2f%%)", 100*r.FetchSuccessRate, 100*r.RecordSuccessRate, 100*r.MinSuccessRate)
 	}
 	fmt.Fprintf(&b, "convert %s -> %s: %s\n", r.Input, r.Output, status)
 	if r.Part != nil {
@@ -93,6 +105,18 @@ func (r *Report) Summary(w io.Writer) error {
 		for _, k := range reasons {
 			fmt.Fprintf(&b, "    %-12s %d\n", k, r.Failures[k])
 		}
+	}
+	if len(r.Nulls) > 0 {
+		cols := make([]string, 0, len(r.Nulls))
+		for k := range r.Nulls {
+			cols = append(cols, k)
+		}
+		sort.Strings(cols)
+		b.WriteString("  nulls:    ")
+		for _, k := range cols {
+			fmt.Fprintf(&b, " %s %d", k, r.Nulls[k])
+		}
+		b.WriteString("\n")
 	}
 	if r.FetchAttempted > 0 {
 		fmt.Fprintf(&b, "  fetches:   %d of %d succeeded (%.2f%%)\n", r.FetchSucceeded, r.FetchAttempted, 100*r.FetchSuccessRate)
@@ -158,6 +182,12 @@ func combineReports(ctx context.Context, b storage.Bucket, count int) (*Report, 
 		c.SamplesOut += p.SamplesOut
 		for k, v := range p.Failures {
 			c.Failures[k] += v
+		}
+		for k, v := range p.Nulls {
+			if c.Nulls == nil {
+				c.Nulls = map[string]int64{}
+			}
+			c.Nulls[k] += v
 		}
 		c.FetchAttempted += p.FetchAttempted
 		c.FetchSucceeded += p.FetchSucceeded

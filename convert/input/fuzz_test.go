@@ -21,6 +21,14 @@ type fuzzRow struct {
 	Opt  *int32 `parquet:"opt,optional"`
 }
 
+// fuzzNested has the nested columns people have: a list of numbers, a
+// list of strings, a struct.
+type fuzzNested struct {
+	Emb  []float32 `parquet:"emb,list"`
+	Tags []string  `parquet:"tags,list"`
+	M    fuzzRow   `parquet:"m"`
+}
+
 // FuzzParquet opens arbitrary bytes as a Parquet file and reads every row:
 // no input may panic (the reader turns library panics into errors).
 func FuzzParquet(f *testing.F) {
@@ -35,6 +43,15 @@ func FuzzParquet(f *testing.F) {
 	}
 	f.Add(buf.Bytes())
 	f.Add([]byte("PAR1PAR1"))
+	var nb bytes.Buffer
+	nw := parquet.NewGenericWriter[fuzzNested](&nb)
+	if _, err := nw.Write([]fuzzNested{{Emb: []float32{1, 2}, Tags: []string{"x"}, M: fuzzRow{ID: 3, Name: "c", Opt: &v}}, {}}); err != nil {
+		f.Fatal(err)
+	}
+	if err := nw.Close(); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(nb.Bytes())
 	reg := &storage.Registry{}
 	reg.Register("file", filestore.Open)
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -51,6 +51,10 @@ type Options struct {
 	// i mod Count. Either way the slices are disjoint, cover the input and
 	// depend only on the input and Count.
 	Part Part
+	// Columns, if set, names the only fields that need decoding. Columnar
+	// sources (Parquet) do not read the other columns at all; other
+	// sources may still emit every field.
+	Columns []string
 	// TempDir holds downloaded copies of remote files that need random
 	// access (Parquet). "" means os.TempDir().
 	TempDir string
@@ -233,7 +237,7 @@ func open(ctx context.Context, spec string, opts *Options, bs *buckets) (Source,
 		dec = decodeCSV
 	case FormatParquet:
 		newFile = func(ctx context.Context, l location) (fileReader, error) {
-			return openParquetFile(ctx, l, opts.TempDir)
+			return openParquetFile(ctx, l, opts.TempDir, opts.Columns)
 		}
 		cols = func(ctx context.Context, l location) ([]Column, error) { return parquetColumns(ctx, l, opts.TempDir) }
 		dec = decodeParquet

@@ -37,6 +37,8 @@ func (k Kind) String() string {
 		return "bytes"
 	case JSON:
 		return "json"
+	case NDArray:
+		return "ndarray"
 	}
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -56,4 +58,31 @@ type Value struct {
 type Column struct {
 	Name     string
 	Encoding string
+}
+
+// NDArray is the kind of a one-dimensional array of numbers (a Parquet
+// list of numbers): Bytes holds the elements packed little-endian, Int the
+// index of their dtype in DTypes.
+const NDArray Kind = JSON + 1
+
+// DTypes lists the element types of NDArray values, indexed by Value.Int.
+var DTypes = []string{"uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64", "float16", "float32", "float64"}
+
+// NDArrayValue returns an NDArray value of dtype (one of DTypes) over the
+// packed little-endian data.
+func NDArrayValue(dtype string, data []byte) Value {
+	for i, d := range DTypes {
+		if d == dtype {
+			return Value{Kind: NDArray, Int: int64(i), Bytes: data}
+		}
+	}
+	return Value{Kind: Bytes, Bytes: data}
+}
+
+// DType returns the element type of an NDArray value ("" for other kinds).
+func (v *Value) DType() string {
+	if v.Kind != NDArray || v.Int < 0 || v.Int >= int64(len(DTypes)) {
+		return ""
+	}
+	return DTypes[v.Int]
 }

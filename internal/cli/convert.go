@@ -26,6 +26,7 @@ type convertFlags struct {
 	maxSide, jpegQuality                            int
 	minSuccess                                      float64
 	skipInvalid                                     bool
+	nulls                                           string
 	part                                            string
 	parts                                           int
 	workers, inferRows                              int
@@ -49,7 +50,10 @@ INPUT is a local path or URL of:
 Several files: a brace pattern, or a quoted local glob ("data/*.jsonl").
 
 Columns and encodings come from the input's schema or are inferred from its
-first records; --columns name:encoding,... picks and types them explicitly.
+first records; --columns name:encoding,... picks and types them explicitly
+(Parquet columns left out are not read at all). Parquet lists of numbers
+become ndarray columns, structs, maps and other nesting json. Nulls follow
+--nulls and are counted per column in the report.
 
 URL columns: --fetch COLUMN[:encoding] fetches every object a column names
 with a bounded, per-host limited pool and embeds its bytes. Transient
@@ -115,6 +119,7 @@ the index.`,
 	fl.IntVar(&f.jpegQuality, "jpeg-quality", 0, "re-encode fetched images as JPEG at this quality (1-100)")
 	fl.Float64Var(&f.minSuccess, "min-success-rate", 0, "fail (exit 3, no index.json) when fewer fetches succeed than this share (0-1)")
 	fl.BoolVar(&f.skipInvalid, "skip-invalid", false, "skip records whose values do not fit their columns instead of failing")
+	fl.StringVar(&f.nulls, "nulls", "error", "null or missing values in non-json columns: error (fail naming the record), skip-row (skip, counted), default (0, \"\", empty bytes)")
 	fl.StringVar(&f.part, "part", "", "convert part I of N (I/N) into OUT/part-I/")
 	fl.IntVar(&f.parts, "parts", 0, "number of parts when the part index comes from JOB_COMPLETION_INDEX")
 	fl.IntVar(&f.workers, "workers", 0, "parallel workers (default: all cores)")
@@ -130,7 +135,7 @@ func (f *convertFlags) options(in, out string, getenv func(string) string) (*con
 		Input: in, Output: out, Format: f.format, Compression: f.compression,
 		FetchConcurrency: f.fetchConcurrency, FetchPerHost: f.fetchPerHost, FetchAttempts: f.fetchAttempts,
 		FetchTimeout: f.fetchTimeout, MaxSide: f.maxSide, JPEGQuality: f.jpegQuality,
-		MinSuccessRate: f.minSuccess, SkipInvalid: f.skipInvalid, Workers: f.workers, InferRows: f.inferRows,
+		MinSuccessRate: f.minSuccess, SkipInvalid: f.skipInvalid, Nulls: f.nulls, Workers: f.workers, InferRows: f.inferRows,
 	}
 	if f.columns != "" {
 		cols, err := convert.ParseColumns(f.columns)
