@@ -221,6 +221,7 @@ class StreamingDataset(_Base):
         self._info = None
         self._decoders = None
         self._held = None  # batch leased by __getitem__
+        self._pending = None  # (sample id, sample) being routed through a subclass's __getitem__
         # Connect now, so a missing dataset or bad argument fails here.
         self._connection(_world.detect())
 
@@ -231,6 +232,7 @@ class StreamingDataset(_Base):
         st["_conn"] = None
         st["_handle"] = None
         st["_held"] = None
+        st["_pending"] = None
         return st
 
     def _connection(self, world):
@@ -243,6 +245,13 @@ class StreamingDataset(_Base):
             opened = c.call({"op": "open", "dataset": self._wire, "job": self._job, "world": world}, "open",
                             timeout=self._open_timeout())
             self._handle = opened["handle"]
+            if self._info is None and not self.allow_unsafe_types:
+                for sc in opened["schemas"]:
+                    if "pkl" in (sc.get("column_encodings") or ()):
+                        raise errors.InvalidArgumentError(
+                            "Column of type pkl is not allowed by default: pickle can run arbitrary code when "
+                            "loaded. Pass allow_unsafe_types=True if you trust the data (columns %s)"
+                            % ", ".join(sc.get("column_names") or ()))
             if self._info is None or self._info.get("shard_samples") != opened.get("shard_samples"):
                 self._decoders = [_decode.record_decoder(s, self.allow_unsafe_types) for s in opened["schemas"]]
             self._info = opened
@@ -286,8 +295,23 @@ class StreamingDataset(_Base):
 
     # -- random access ----------------------------------------------------
 
+    @property
+    def num_shards(self):
+        """Number of shards over all streams (MosaicML num_shards)."""
+        return len(self._info["shard_samples"])
+
     def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return [self[i] for i in range(*idx.indices(self.num_samples))]
+        if isinstance(idx, (list, tuple)) or (hasattr(idx, "ndim") and getattr(idx, "ndim", 0) >= 1):
+            return [self[i] for i in idx]
         idx = int(idx)
+        p = self._pending
+        if p is not None and p[0] == idx:
+            # Iteration routes each sample through a subclass's
+            # __getitem__; its super().__getitem__ gets the decoded one.
+            self._pending = None
+            return p[1]
         if idx < 0:
             idx += self.num_samples
         if not 0 <= idx < self.num_samples:
@@ -399,6 +423,7 @@ class StreamingDataset(_Base):
         decoders = self._decoders
         shard_schema = self._info["shard_schema"]
         flag = _agent.INLINE_FLAG
+        hook = type(self).__getitem__ is not StreamingDataset.__getitem__
         req = {"op": "next", "iter": begun["iter"], "max": self._fetch, "inline_max": self._inline_max}
         # A DataLoader worker watches its parent: when the main process
         # dies the worker stops instead of waiting on as an orphan.
@@ -450,15 +475,22 @@ class StreamingDataset(_Base):
                 refs.append([p, s["size"], m, decoders[shard_schema[s["shard"]]]])
             _close_maps(maps)
             maps.update(fresh)
-            for _sid, ref, ln, off in entries:
+            for sid, ref, ln, off in entries:
                 r = refs[ref & ~flag]
                 if ref & flag:
-                    yield r[3](inline, off, ln)
+                    v = r[3](inline, off, ln)
                 else:
                     m = r[2]
                     if m is None:
                         m = r[2] = maps[r[0]] = _map(r[0], r[1], private)
-                    yield r[3](m, off, ln)
+                    v = r[3](m, off, ln)
+                if hook:
+                    # MosaicML iterates through self[i]: a subclass that
+                    # overrides __getitem__ sees every sample.
+                    self._pending = (sid, v)
+                    v = self[sid]
+                    self._pending = None
+                yield v
 
     # -- state ------------------------------------------------------------
 
