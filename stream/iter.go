@@ -502,6 +502,7 @@ func (it *Iterator) prefetch(ctx context.Context) {
 	// the consumer has not reached yet; their number is bounded by the
 	// iterator's share of the cache.
 	var ahead []int64
+	defer func() { it.noteAhead(-int64(len(ahead))) }()
 	for {
 		pos := it.pos.Load()
 		if r := retryAt.Swap(-1); r >= 0 && r < next {
@@ -512,6 +513,7 @@ func (it *Iterator) prefetch(ctx context.Context) {
 		}
 		for len(ahead) > 0 && ahead[0] < pos {
 			ahead = ahead[1:]
+			it.noteAhead(-1)
 		}
 		budget := it.d.prefetchBudget()
 		if !it.out.Load() {
@@ -545,6 +547,7 @@ func (it *Iterator) prefetch(ctx context.Context) {
 			}
 			done, errf := cds.Prefetch(ref.local, at-pos)
 			ahead = append(ahead, at)
+			it.noteAhead(1)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -570,6 +573,12 @@ func (it *Iterator) prefetch(ctx context.Context) {
 		case <-it.progress:
 		}
 	}
+}
+
+// noteAhead counts shards fetched ahead of the consumer (Stats.Prefetched).
+func (it *Iterator) noteAhead(n int64) {
+	it.stats.ahead.Add(n)
+	it.d.stats.ahead.Add(n)
 }
 
 // prefetchBudget returns how many shards one consumer may fetch ahead:

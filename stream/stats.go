@@ -28,6 +28,10 @@ type Stats struct {
 	Downloads int64
 	// Evictions counts shards this process evicted (any dataset).
 	Evictions int64
+	// Prefetched is the number of shards the prefetchers fetched ahead of
+	// their consumers that the consumers have not reached yet (now, not
+	// cumulative): how far the data is ready ahead of consumption.
+	Prefetched int64
 }
 
 // SamplesPerSecond returns Samples / Elapsed (0 when nothing elapsed).
@@ -64,6 +68,7 @@ func (s Stats) InputWaitFraction(stepTime time.Duration, batchSize int) float64 
 // counters accumulate Stats concurrently.
 type counters struct {
 	samples, bytes, hits, misses, wait atomic.Int64
+	ahead                              atomic.Int64 // shards prefetched, not reached
 	start                              atomic.Int64 // unix nanos
 	first, last                        atomic.Int64 // unix nanos
 }
@@ -89,7 +94,7 @@ func (c *counters) delivered(n int, now time.Time) {
 func (c *counters) snapshot() Stats {
 	s := Stats{
 		Samples: c.samples.Load(), Bytes: c.bytes.Load(), Hits: c.hits.Load(),
-		Misses: c.misses.Load(), Wait: time.Duration(c.wait.Load()),
+		Misses: c.misses.Load(), Wait: time.Duration(c.wait.Load()), Prefetched: c.ahead.Load(),
 	}
 	if st, f := c.start.Load(), c.first.Load(); st != 0 && f != 0 {
 		s.FirstSample = time.Duration(f - st)
