@@ -1,0 +1,195 @@
+"""The in-process feed (sluice._feed): the batches of torch's DataLoader
+with 0, 2 and 4 worker processes, sample for sample, from threads of the
+training process; exactly once per epoch; resume from a state dict; no
+shared-memory residue after SIGKILL of the training process or the agent."""
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import unittest
+
+import helpers
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+import sluice
+from sluice import _feed
+
+
+def ids_of(batch):
+    return [int(x) for x in batch["id"]]
+
+
+def loader_batches(ds, bs, workers, feed, stop=None, drop_last=False):
+    """Iterates a StreamingDataLoader, through the feed or through torch's
+    worker processes; with stop, checkpoints after that many batches.
+    Returns (batches of ids, state)."""
+    old = os.environ.get("SLUICE_FEED")
+    os.environ["SLUICE_FEED"] = "threads" if feed else "workers"
+    try:
+        loader = sluice.StreamingDataLoader(ds, batch_size=bs, num_workers=workers, drop_last=drop_last)
+        out, state = [], None
+        if feed:
+            it = _feed.batches(loader)
+            n = 0
+            for k, b in it:
+                n += k
+                out.append(ids_of(b))
+                if stop is not None and len(out) == stop:
+                    loader.num_samples_yielded = n
+                    state = loader.state_dict()
+                    it.close()
+                    break
+        else:
+            for b in loader:
+                out.append(ids_of(b))
+                if stop is not None and len(out) == stop:
+                    state = loader.state_dict()
+                    break
+        del loader
+        gc.collect()
+        return out, state
+    finally:
+        if old is None:
+            os.environ.pop("SLUICE_FEED", None)
+        else:
+            os.environ["SLUICE_FEED"] = old
+
+
+@unittest.skipIf(torch is None, "torch missing")
+class FeedTest(helpers.AgentCase):
+    N = 3000
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.data = os.path.join(cls.tmp, "data")
+        helpers.write_ids(cls.data, cls.N)
+
+    def dataset(self, name, **kw):
+        kw.setdefault("shuffle", True)
+        kw.setdefault("shuffle_seed", 17)
+        kw.setdefault("batch_size", 32)
+        return sluice.StreamingDataset(local=self.data, **kw)
+
+    def test_order_matches_workers(self):
+        """Exactly the batches torch's workers yield, and each sample once."""
+        for workers in (0, 2, 4):
+            with self.subTest(workers=workers):
+                want, _ = loader_batches(self.dataset("w"), 32, workers, feed=False)
+                got, _ = loader_batches(self.dataset("f"), 32, workers, feed=True)
+                self.assertEqual(got, want)
+                flat = [i for b in got for i in b]
+                self.assertEqual(sorted(flat), list(range(self.N)))
+                # and the plan's order (sluice plan), batch for batch
+                shape, work = helpers.plan_work(self.data, 32, workers=max(workers, 1), seed=17)
+                self.assertEqual(got, helpers.rank_batches(shape, work, 0, 32))
+
+    def test_drop_last(self):
+        want, _ = loader_batches(self.dataset("w", batch_size=50), 50, 2, feed=False, drop_last=True)
+        got, _ = loader_batches(self.dataset("f", batch_size=50), 50, 2, feed=True, drop_last=True)
+        self.assertEqual(got, want)
+
+    def test_resume(self):
+        """A checkpoint taken on the feed resumes on the feed (and on torch's
+        workers) with exactly the samples not yet seen."""
+        full, _ = loader_batches(self.dataset("a"), 32, 2, feed=True)
+        first, state = loader_batches(self.dataset("b"), 32, 2, feed=True, stop=20)
+        self.assertEqual(first, full[:20])
+        seen = [i for b in first for i in b]
+        for feed in (True, False):
+            ds = self.dataset("c")
+            ds.load_state_dict(state)
+            rest, _ = loader_batches(ds, 32, 2, feed=feed)
+            flat = [i for b in rest for i in b]
+            self.assertEqual(sorted(seen + flat), list(range(self.N)), "feed=%s" % feed)
+
+    def test_error_reaches_the_loop(self):
+        def bad(samples):
+            raise RuntimeError("collate failed")
+
+        os.environ["SLUICE_FEED"] = "threads"
+        try:
+            loader = sluice.StreamingDataLoader(self.dataset("e"), batch_size=32, num_workers=2, collate_fn=bad)
+            with self.assertRaisesRegex(RuntimeError, "collate failed"):
+                for _ in _feed.batches(loader):
+                    pass
+        finally:
+            os.environ.pop("SLUICE_FEED", None)
+
+    def test_eligible(self):
+        loader = sluice.StreamingDataLoader(self.dataset("g"), batch_size=32, num_workers=2)
+        os.environ["SLUICE_FEED"] = "auto"
+        try:
+            self.assertTrue(_feed.eligible(loader, sluice.StreamingDataset))
+            custom = sluice.StreamingDataLoader(self.dataset("h"), batch_size=32, num_workers=2, collate_fn=lambda x: x)
+            self.assertFalse(_feed.eligible(custom, sluice.StreamingDataset))
+            init = sluice.StreamingDataLoader(self.dataset("i"), batch_size=32, num_workers=2,
+                                              worker_init_fn=lambda w: None)
+            self.assertFalse(_feed.eligible(init, sluice.StreamingDataset))
+
+            class Sub(sluice.StreamingDataset):
+                def __iter__(self):
+                    return super().__iter__()
+
+            sub = sluice.StreamingDataLoader(Sub(local=self.data, batch_size=32), batch_size=32, num_workers=2)
+            self.assertFalse(_feed.eligible(sub, sluice.StreamingDataset))
+            os.environ["SLUICE_FEED"] = "threads"
+            self.assertTrue(_feed.eligible(custom, sluice.StreamingDataset))
+            os.environ["SLUICE_FEED"] = "workers"
+            self.assertFalse(_feed.eligible(loader, sluice.StreamingDataset))
+        finally:
+            os.environ.pop("SLUICE_FEED", None)
+
+    def _kill_trial(self, kill_agent):
+        """Runs a training process on the feed, SIGKILLs it (or the agent)
+        mid-epoch, and returns the shared-memory names that appeared."""
+        before = helpers.shm_names()
+        script = textwrap.dedent("""
+            import os, sys
+            sys.path.insert(0, %r)
+            import sluice
+            from sluice import _feed
+            os.environ["SLUICE_FEED"] = "threads"
+            ds = sluice.StreamingDataset(local=%r, batch_size=8, shuffle=True)
+            loader = sluice.StreamingDataLoader(ds, batch_size=8, num_workers=4, pin_memory=True)
+            n = 0
+            while True:
+                for _ in _feed.batches(loader):
+                    n += 1
+                    if n == 5:
+                        print("ready", flush=True)
+        """) % (os.path.dirname(sluice.__path__[0]), self.data)
+        p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            line = p.stdout.readline()
+            self.assertEqual(line.strip(), b"ready", p.stderr.read(2000) if not line else line)
+            if kill_agent:
+                pid = helpers.agent_pid(self.agent_dir)
+                self.assertIsNotNone(pid)
+                os.kill(pid, signal.SIGKILL)
+                time.sleep(0.5)
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait(timeout=30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=30)
+            p.stdout.close()
+            p.stderr.close()
+        return helpers.shm_names() - before
+
+    def test_no_shm_residue_after_sigkill(self):
+        self.assertEqual(self._kill_trial(kill_agent=False), set())
+        self.assertEqual(self._kill_trial(kill_agent=True), set())
+
+
+if __name__ == "__main__":
+    unittest.main()
