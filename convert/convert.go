@@ -62,6 +62,9 @@ func Run(ctx context.Context, opts *Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if resume.finished {
+		return finishedRun(ctx, out, r, fp, lay)
+	}
 
 	src, err := input.Open(ctx, r.Input, &input.Options{Registry: r.Registry, Format: r.Format, Part: r.Part, TempDir: r.TempDir, Columns: lay.names()})
 	if err != nil {
@@ -708,6 +711,7 @@ func (p *pipeline) finish(ctx context.Context) (*Report, error) {
 		Stats: final, MinSuccessRate: p.r.MinSuccessRate,
 		Seconds:       p.resume.elapsed + time.Since(p.start).Seconds(),
 		ResumedShards: len(p.resume.shards),
+		Fingerprint:   p.fp,
 	}
 	if p.r.Part.Count > 1 {
 		part := p.r.Part

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"image"
 	"image/color"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/parquet-go/parquet-go"
@@ -299,13 +301,61 @@ func TestMDSReshardRecompress(t *testing.T) {
 	}
 }
 
-func TestOutputExistsRefused(t *testing.T) {
+// TestRerunFinished: the same command on a finished output succeeds and
+// rewrites nothing; another command fails and says what differs.
+func TestRerunFinished(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.jsonl")
 	writeFile(t, in, jsonlRecords(10))
 	out := filepath.Join(dir, "out")
-	runConvert(t, &Options{Input: in, Output: out})
-	if _, err := runConvertErr(t, &Options{Input: in, Output: out}); err == nil || !strings.Contains(err.Error(), "already holds") {
-		t.Fatalf("second conversion into a finished dataset: err = %v", err)
+	first := runConvert(t, &Options{Input: in, Output: out})
+	before := dirFiles(t, out)
+	again := runConvert(t, &Options{Input: in, Output: out})
+	if again.SamplesOut != first.SamplesOut || again.Fingerprint != first.Fingerprint {
+		t.Fatalf("rerun report %+v, first %+v", again, first)
+	}
+	after := dirFiles(t, out)
+	if len(before) != len(after) {
+		t.Fatalf("rerun changed the file set: %d -> %d files", len(before), len(after))
+	}
+	for k, v := range before {
+		if !bytes.Equal(v, after[k]) {
+			t.Fatalf("rerun rewrote %s", k)
+		}
+	}
+	_, err := runConvertErr(t, &Options{Input: in, Output: out, Compression: "zstd"})
+	if !errors.Is(err, ErrOutputExists) || !strings.Contains(err.Error(), "compression") {
+		t.Fatalf("another command on the finished dataset: err = %v", err)
+	}
+	os.Remove(filepath.Join(out, ReportFile))
+	if _, err := runConvertErr(t, &Options{Input: in, Output: out}); !errors.Is(err, ErrOutputExists) {
+		t.Fatalf("a dataset without a report: err = %v", err)
+	}
+}
+
+// TestFirstBadRecordNamed: the error names the first bad record of the
+// input, whichever worker fails first.
+func TestFirstBadRecordNamed(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	writeFile(t, in, jsonlRecords(5000))
+	for i := range 10 {
+		_, err := runConvertErr(t, &Options{Input: in, Output: filepath.Join(dir, fmt.Sprint(i)), Workers: 4, BatchSize: 16,
+			Columns: []input.Column{{Name: "id", Encoding: "int"}, {Name: "nosuch", Encoding: "int"}}})
+		if err == nil || !strings.Contains(err.Error(), "in.jsonl:1:") {
+			t.Fatalf("run %d: err = %v, want it to name in.jsonl:1", i, err)
+		}
+	}
+}
+
+func TestOddOptionsRejected(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	writeFile(t, in, jsonlRecords(10))
+	for _, o := range []*Options{{Workers: -3}, {FetchConcurrency: -1}, {BatchSize: -5}, {Nulls: "maybe"}, {FetchTimeout: -time.Second}} {
+		o.Input, o.Output = in, filepath.Join(dir, "out")
+		if _, err := runConvertErr(t, o); err == nil {
+			t.Errorf("options %+v accepted", *o)
+		}
 	}
 }

@@ -141,7 +141,8 @@ func removeLocalTemps(output, prefix string) error {
 
 // resumeState is what a restarted conversion takes over from its journal.
 type resumeState struct {
-	shards  []format.ShardInfo
+	finished bool // the output holds index.json and no journal
+	shards   []format.ShardInfo
 	next    int64
 	stats   Stats
 	elapsed float64
@@ -178,7 +179,7 @@ func loadJournal(ctx context.Context, b storage.Bucket, prefix, fp string) (*res
 	}
 	if len(keys) == 0 {
 		if _, ok := sizes[format.IndexFile]; ok {
-			return nil, fmt.Errorf("convert: %s already holds a finished dataset; choose another output or remove it", b.URL(prefix+format.IndexFile))
+			st.finished = true
 		}
 		return st, nil
 	}

@@ -58,6 +58,10 @@ type Report struct {
 	MBPerSec      float64 `json:"mb_per_sec"`
 	// ResumedShards counts shards taken over from an interrupted run.
 	ResumedShards int `json:"resumed_shards,omitempty"`
+	// Fingerprint identifies the settings and input that made the output;
+	// a rerun with the same ones finds the dataset finished and changes
+	// nothing.
+	Fingerprint string `json:"fingerprint,omitempty"`
 	// Parts holds each part's report in a combined report.
 	Parts []*Report `json:"parts,omitempty"`
 }
