@@ -143,9 +143,9 @@ func removeLocalTemps(output, prefix string) error {
 type resumeState struct {
 	finished bool // the output holds index.json and no journal
 	shards   []format.ShardInfo
-	next    int64
-	stats   Stats
-	elapsed float64
+	next     int64
+	stats    Stats
+	elapsed  float64
 }
 
 // loadJournal reads the journal under prefix and returns the longest run
