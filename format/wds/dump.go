@@ -121,7 +121,8 @@ func imageStats(b []byte) (any, error) {
 	n := float64(r.Dx() * r.Dy())
 	mean := make([]float64, 3)
 	for i := range mean {
-		mean[i] = math.Round(sum[i]/n*1e4) / 1e4
+		// Python's round(x, 4): ties to even.
+		mean[i] = math.RoundToEven(sum[i]/n*1e4) / 1e4
 	}
 	return map[string]any{"dtype": "uint8", "mean": mean, "shape": []int{r.Dy(), r.Dx(), 3}}, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/internal/stores"
 	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/stream"
 )
 
 // maxIndexBytes bounds the index.json the format commands read from a
@@ -34,6 +35,9 @@ type dataset struct {
 	arg    string         // the argument, for messages
 	local  string         // the directory of a local dataset, "" for a remote one
 	bucket storage.Bucket // the store, with the standard decorators (limit, retry)
+	// tarKeys are the shards of a tar dataset spec (a brace pattern or
+	// "::" list); nil otherwise.
+	tarKeys []string
 }
 
 // openDataset opens the dataset named by arg through e.registry. It reads
@@ -44,6 +48,15 @@ func openDataset(ctx context.Context, e *env, arg string) (*dataset, error) {
 		return nil, err
 	}
 	d := &dataset{arg: arg}
+	if td, err := stream.ParseTarDataset(arg); err != nil {
+		return nil, err
+	} else if td != nil {
+		// WebDataset tars: the dataset is the directory holding them.
+		arg, d.tarKeys = td.Root, td.Keys
+		if u, err = storage.ParseURL(arg); err != nil {
+			return nil, err
+		}
+	}
 	if u.Scheme == "file" {
 		// As filestore reads file URLs: "file:///abs", "file://localhost/abs",
 		// and "file://rel/dir" for a relative directory.
@@ -69,7 +82,16 @@ func (d *dataset) Close() error { return d.bucket.Close() }
 
 // readIndex reads and parses the dataset's index.json.
 func (d *dataset) readIndex(ctx context.Context) (*format.Index, error) {
+	if d.tarKeys != nil {
+		return stream.ReadTarIndex(ctx, d.bucket, d.tarKeys)
+	}
 	b, err := storage.ReadAll(ctx, d.bucket, format.IndexFile, maxIndexBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A directory of WebDataset tars without an index: index them.
+		if idx, terr := stream.ReadTarIndex(ctx, d.bucket, nil); terr == nil {
+			return idx, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

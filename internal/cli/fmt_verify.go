@@ -7,6 +7,7 @@ import (
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/format/jsonl"
 	"github.com/sluicedata/sluice/format/mds"
+	"github.com/sluicedata/sluice/format/wds"
 	"github.com/sluicedata/sluice/format/xsv"
 )
 
@@ -50,6 +51,8 @@ func verifyShard(dir string, k int, info *format.ShardInfo, st *mds.VerifyStats)
 		verify = jsonl.VerifyShard
 	case xsv.CSV, xsv.TSV, xsv.XSV:
 		verify = xsv.VerifyShard
+	case wds.Format:
+		verify = wds.VerifyShard
 	default:
 		return &format.CorruptError{File: info.RawData.Basename, Shard: k, Sample: -1, Offset: -1,
 			Reason: fmt.Sprintf("unknown shard format %q", info.Format)}

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/plan"
 	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/stream"
 )
 
 // planFlags are the flags of `sluice plan`, named after MosaicML's
@@ -287,7 +288,21 @@ func readShardSizes(ctx context.Context, e *env, src string) ([]int64, error) {
 	var data []byte
 	var err error
 	name := src
-	if !strings.Contains(src, "://") {
+	if td, terr := stream.ParseTarDataset(src); terr != nil {
+		return nil, fmt.Errorf("plan: %w", terr)
+	} else if td != nil {
+		// WebDataset tars: the index beside them, or one built from them.
+		b, err := e.registry.Open(ctx, td.Root)
+		if err != nil {
+			return nil, fmt.Errorf("plan: %w", err)
+		}
+		defer b.Close()
+		idx, err := stream.ReadTarIndex(ctx, b, td.Keys)
+		if err != nil {
+			return nil, fmt.Errorf("plan: %w", err)
+		}
+		data = format.AppendIndex(nil, idx)
+	} else if !strings.Contains(src, "://") {
 		fi, serr := os.Stat(src)
 		if serr != nil {
 			return nil, fmt.Errorf("plan: %w", serr)
