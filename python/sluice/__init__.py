@@ -21,6 +21,7 @@ from .errors import (
 )
 
 from ._version import __version__
+from .wds import WebDataset, WebLoader
 from .writer import CSVWriter, JSONWriter, MDSWriter, TSVWriter, WriterError, XSVWriter, merge_index
 
 __all__ = [
@@ -44,4 +45,6 @@ __all__ = [
     "Stream",
     "StreamingDataLoader",
     "StreamingDataset",
+    "WebDataset",
+    "WebLoader",
 ]

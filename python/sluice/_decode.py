@@ -308,4 +308,8 @@ def record_decoder(schema, allow_unsafe=False):
         return json_decoder(schema, allow_unsafe)
     if fmt in ("csv", "tsv", "xsv"):
         return xsv_decoder(schema, allow_unsafe)
+    if fmt == "wds":
+        from . import _wdstar
+
+        return _wdstar.record_decoder(schema, allow_unsafe)
     raise errors.CorruptDataError("unsupported shard format %r" % fmt)
