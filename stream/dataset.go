@@ -223,6 +223,9 @@ func (d *Dataset) openStream(ctx context.Context, o *Options, s Stream) (*stream
 		if st.index, err = parseIndex(filepath.Join(st.dir, format.IndexFile), b); err != nil {
 			return nil, err
 		}
+		if err := checkRatios(filepath.Join(st.dir, format.IndexFile), st.index, o.MaxCompressionRatio); err != nil {
+			return nil, err
+		}
 		return st, nil
 	}
 
@@ -256,6 +259,9 @@ func (d *Dataset) openStream(ctx context.Context, o *Options, s Stream) (*stream
 		return nil, err
 	}
 	st.index = idx
+	if err := checkRatios(b.URL(format.IndexFile), idx, o.MaxCompressionRatio); err != nil {
+		return nil, err
+	}
 	d.indexBytes += n
 
 	retry := o.DownloadRetry

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/format/compress"
 	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/storage/retry"
 	"github.com/sluicedata/sluice/storage/stack"
@@ -117,6 +118,25 @@ func looksLikeHTML(b []byte) bool {
 		}
 	}
 	return bytes.Contains(head, []byte("<html"))
+}
+
+// checkRatios fails when a compressed shard of idx claims more raw bytes
+// than the compression ratio cap allows (a decompression bomb, or a lying
+// index), before any space is reserved for it.
+func checkRatios(name string, idx *format.Index, maxRatio int64) error {
+	for k := range idx.Shards {
+		si := &idx.Shards[k]
+		pairs := [][2]*format.FileInfo{{&si.RawData, si.ZipData}, {si.RawMeta, si.ZipMeta}}
+		for _, p := range pairs {
+			if p[0] == nil || p[1] == nil {
+				continue
+			}
+			if err := compress.CheckRatio(p[1].Bytes, p[0].Bytes, maxRatio); err != nil {
+				return fmt.Errorf("stream: %s: shard %d (%s): %w", name, k, p[1].Basename, err)
+			}
+		}
+	}
+	return nil
 }
 
 // redactURL hides the password of a URL with user information.

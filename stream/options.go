@@ -105,6 +105,12 @@ type Options struct {
 	// resumes from the byte it reached. Its AttemptTimeout, when zero, is
 	// the stream's DownloadTimeout.
 	Retry *retry.Options
+	// MaxCompressionRatio caps the raw size a compressed shard may claim:
+	// at most this many times its compressed size (plus 1 MiB). Zero
+	// means compress.DefaultMaxRatio (1024). A larger claim fails at Open,
+	// naming the shard; decompression writes to disk as it goes and stops
+	// at the claimed size, so no claim makes it hold more memory.
+	MaxCompressionRatio int64
 	// MaxInFlight bounds the requests in flight to each stream's store.
 	// Zero means 64; negative means no bound.
 	MaxInFlight int

@@ -26,6 +26,44 @@ import (
 // ErrTooLarge is returned when decompressed data exceeds its bound.
 var ErrTooLarge = errors.New("compress: decompressed data exceeds the expected size")
 
+// ErrRatio is matched (errors.Is) by the error for a raw size claimed
+// beyond what the compression ratio cap allows: a decompression bomb, or
+// an index that lies about a shard.
+var ErrRatio = errors.New("compress: claimed raw size exceeds the compression ratio cap")
+
+// DefaultMaxRatio is the ratio cap Decompress applies and CheckRatio's
+// default: a file of n compressed bytes may claim at most
+// n·DefaultMaxRatio + RatioSlack raw bytes. Real shards compress 1–20×;
+// even zero-padded tensors stay far below it.
+const DefaultMaxRatio = 1024
+
+// RatioSlack is the raw size any compressed file may claim whatever its
+// length (tiny files of repeated bytes reach high ratios harmlessly).
+const RatioSlack = 1 << 20
+
+// CheckRatio fails with ErrRatio when raw bytes are claimed for a file of
+// compressed bytes beyond maxRatio (zero means DefaultMaxRatio). A claim
+// is input from outside: check it before reserving space or memory.
+func CheckRatio(compressed, raw int64, maxRatio int64) error {
+	if maxRatio <= 0 {
+		maxRatio = DefaultMaxRatio
+	}
+	if compressed < 0 || raw < 0 {
+		return fmt.Errorf("%w: negative size (compressed %d, raw %d)", ErrRatio, compressed, raw)
+	}
+	limit := int64(RatioSlack)
+	if compressed > (1<<62)/maxRatio {
+		limit = 1 << 62
+	} else {
+		limit += compressed * maxRatio
+	}
+	if raw > limit {
+		return fmt.Errorf("%w: %d raw bytes claimed for %d compressed bytes (a ratio of %.0f; the cap is %d)",
+			ErrRatio, raw, compressed, float64(raw)/float64(max(compressed, 1)), maxRatio)
+	}
+	return nil
+}
+
 // Spec is a parsed compression string.
 type Spec struct {
 	// Family is br, bz2, gz, snappy or zstd; "" means no compression.
@@ -190,9 +228,16 @@ func Compress(s string, src []byte) ([]byte, error) {
 
 // Decompress decompresses src of the given family and returns at most
 // maxSize bytes; a larger result is ErrTooLarge. The result is a new slice.
+//
+// maxSize is usually a size an index claims, so it is not trusted: a bound
+// beyond DefaultMaxRatio times len(src) fails with ErrRatio before any
+// memory is allocated for it.
 func Decompress(family string, src []byte, maxSize int64) ([]byte, error) {
 	if maxSize < 0 {
 		return nil, errors.New("compress: negative size bound")
+	}
+	if err := CheckRatio(int64(len(src)), maxSize, 0); err != nil {
+		return nil, err
 	}
 	switch family {
 	case "snappy":
@@ -290,6 +335,9 @@ func DecompressStream(w io.Writer, r io.Reader, family string, maxSize int64) (i
 		return 0, fmt.Errorf("compress: unsupported compression %q", family)
 	}
 	n, err := io.Copy(w, io.LimitReader(dr, maxSize+1))
+	if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
+		return n, ErrTooLarge
+	}
 	if err != nil {
 		return n, fmt.Errorf("compress: %s: %w", family, err)
 	}
