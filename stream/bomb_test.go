@@ -8,6 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -162,7 +165,7 @@ func TestDecompressionBomb(t *testing.T) {
 		t.Errorf("Decompress claiming 16 MiB of 2 GiB: %q", got["decompress-60m"])
 	}
 	hwm, _ := strconv.ParseInt(got["vmhwm"], 10, 64)
-	if hwm <= 0 || hwm > memBound {
+	if hwm <= 0 || hwm > raceMemFactor*memBound {
 		t.Errorf("peak RSS %d bytes, want at most %d", hwm, memBound)
 	}
 	t.Logf("child: %v", got)
@@ -205,5 +208,69 @@ func bombChild(dirs string) {
 		err = fmt.Errorf("%w", err)
 	}
 	say("decompress-60m", err)
+	say("vmhwm", vmHWM())
+}
+
+// TestEndlessIndex: a server whose index.json never ends is cut off at
+// the index limit, with a clear error, holding no more than about the
+// limit in memory (checked in a child process, at the default limit and
+// at a configured one).
+func TestEndlessIndex(t *testing.T) {
+	if os.Getenv("SLUICE_TEST_ENDLESS_URL") != "" {
+		endlessChild(os.Getenv("SLUICE_TEST_ENDLESS_URL"))
+		return
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if _, err := io.WriteString(w, `{"version": 2, "shards": [`); err != nil {
+			return
+		}
+		chunk := bytes.Repeat([]byte(" "), 64<<10)
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	got := map[string]string{}
+	for _, r := range runChild(t, "TestEndlessIndex", "SLUICE_TEST_ENDLESS_URL="+srv.URL+"/data") {
+		k, v, _ := strings.Cut(r, " ")
+		got[k] = v
+	}
+	for _, k := range []string{"open-16m", "open-default"} {
+		if !strings.Contains(got[k], "index.json is larger than the limit") {
+			t.Errorf("%s: %q, want the index limit", k, got[k])
+		}
+	}
+	if !strings.Contains(got["open-16m"], "of 16777216 bytes") || !strings.Contains(got["open-default"], "of 268435456 bytes") {
+		t.Errorf("errors do not name the limit: %v", got)
+	}
+	hwm16, _ := strconv.ParseInt(got["vmhwm-16m"], 10, 64)
+	hwm, _ := strconv.ParseInt(got["vmhwm"], 10, 64)
+	if hwm16 <= 0 || hwm16 > raceMemFactor*128<<20 {
+		t.Errorf("peak RSS at a 16 MiB limit: %d bytes", hwm16)
+	}
+	if hwm <= 0 || hwm > raceMemFactor*(stream.DefaultMaxIndexBytes+256<<20) {
+		t.Errorf("peak RSS at the default limit: %d bytes, want about the limit (%d)", hwm, stream.DefaultMaxIndexBytes)
+	}
+	t.Logf("child: %v", got)
+}
+
+func endlessChild(remote string) {
+	ctx := context.Background()
+	say := func(k string, v any) { fmt.Printf("RESULT %s %v\n", k, v) }
+	for _, c := range []struct {
+		name  string
+		limit int64
+	}{{"16m", 16 << 20}, {"default", 0}} {
+		dir, _ := os.MkdirTemp("", "endless")
+		_, err := stream.Open(ctx, &stream.Options{Remote: remote, Local: dir, Registry: stores.Default(), Retry: fastRetry(), MaxIndexBytes: c.limit})
+		os.RemoveAll(dir)
+		say("open-"+c.name, err)
+		if c.limit > 0 {
+			say("vmhwm-"+c.name, vmHWM())
+		}
+	}
 	say("vmhwm", vmHWM())
 }

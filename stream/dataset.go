@@ -338,7 +338,7 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (*
 	local := filepath.Join(st.dir, format.IndexFile)
 	b, err := os.ReadFile(local)
 	if errors.Is(err, fs.ErrNotExist) {
-		b, err = readStreamIndex(ctx, st.bucket, st.tar)
+		b, err = readStreamIndex(ctx, capIndex(st.bucket, d.opts.MaxIndexBytes), st.tar)
 		if err != nil {
 			return nil, 0, fmt.Errorf("stream: read index: %w", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -22,6 +23,55 @@ const DefaultMaxIndexBytes = 256 << 20
 
 // maxIndexBytes bounds a downloaded index.json.
 const maxIndexBytes = DefaultMaxIndexBytes
+
+// ErrIndexTooLarge is matched (errors.Is) by the error for a remote
+// index.json longer than Options.MaxIndexBytes.
+var ErrIndexTooLarge = errors.New("index.json is larger than the limit")
+
+// capIndex returns b with reads of index.json cut off after limit bytes
+// (zero: DefaultMaxIndexBytes), failing with ErrIndexTooLarge, a
+// permanent error: an endless body is never retried or held whole.
+func capIndex(b storage.Bucket, limit int64) storage.Bucket {
+	if limit <= 0 {
+		limit = DefaultMaxIndexBytes
+	}
+	return &indexCap{Bucket: b, limit: limit}
+}
+
+type indexCap struct {
+	storage.Bucket
+	limit int64
+}
+
+func (b *indexCap) NewRangeReader(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	r, err := b.Bucket.NewRangeReader(ctx, key, off, length)
+	if err != nil || key != format.IndexFile {
+		return r, err
+	}
+	return &capReader{ReadCloser: r, left: b.limit - off, limit: b.limit, url: b.URL(key)}, nil
+}
+
+// capReader fails once more than its limit has been read.
+type capReader struct {
+	io.ReadCloser
+	left, limit int64
+	url         string
+}
+
+func (r *capReader) Read(p []byte) (int, error) {
+	if r.left < 0 {
+		return 0, storage.Permanent(fmt.Errorf("%s: %w of %d bytes (Options.MaxIndexBytes; an endless or hostile response?)", r.url, ErrIndexTooLarge, r.limit))
+	}
+	if int64(len(p)) > r.left+1 {
+		p = p[:r.left+1]
+	}
+	n, err := r.ReadCloser.Read(p)
+	r.left -= int64(n)
+	if r.left < 0 {
+		return n - 1, storage.Permanent(fmt.Errorf("%s: %w of %d bytes (Options.MaxIndexBytes; an endless or hostile response?)", r.url, ErrIndexTooLarge, r.limit))
+	}
+	return n, err
+}
 
 // ErrIndexChanged is matched (errors.Is) by the error Open returns when a
 // remote's index.json no longer matches the copy in the cache: the

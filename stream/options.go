@@ -111,6 +111,10 @@ type Options struct {
 	// naming the shard; decompression writes to disk as it goes and stops
 	// at the claimed size, so no claim makes it hold more memory.
 	MaxCompressionRatio int64
+	// MaxIndexBytes is the most bytes of a remote index.json Open reads;
+	// a larger (or endless) one fails with ErrIndexTooLarge. Zero means
+	// DefaultMaxIndexBytes (256 MiB).
+	MaxIndexBytes int64
 	// MaxInFlight bounds the requests in flight to each stream's store.
 	// Zero means 64; negative means no bound.
 	MaxInFlight int
