@@ -382,7 +382,7 @@ class WebDataset(_Pipeline, _Base):
         """The raw sample idx of the whole dataset (before the pipeline)."""
         return self._src[idx]
 
-    def state_dict(self, num_samples, from_beginning=True):
+    def state_dict(self, num_samples, from_beginning):
         """MosaicML's state dict after num_samples raw samples (all ranks),
         for load_state_dict; see sluice.StreamingDataset.state_dict."""
         return self._src.state_dict(num_samples, from_beginning)
