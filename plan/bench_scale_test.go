@@ -1,7 +1,6 @@
 package plan_test
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/sluicedata/sluice/plan"
@@ -57,7 +56,7 @@ func BenchmarkFirstBatchAtScale(b *testing.B) {
 				seen := map[int64]bool{}
 				for _, id := range seg {
 					if id < 0 || id >= total || seen[id] {
-						b.Fatal(fmt.Sprintf("bad id %d in %v", id, seg))
+						b.Fatalf("bad id %d in %v", id, seg)
 					}
 					seen[id] = true
 				}

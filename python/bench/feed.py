@@ -1,0 +1,294 @@
+"""The feed targets of issue 17, measured in one run on this machine.
+
+    /usr/bin/python3 python/bench/feed.py [--large 4000] [--images 1500] [--go]
+
+1. 100 KB samples to the training loop: StreamingDataLoader(batch_size=32)
+   through torch's worker processes (0 and 2 workers) and through the
+   in-process feed (sluice._feed: the workers as threads), samples/s and CPU
+   per sample of every process involved (this one, its workers, the agent).
+2. JPEG pipeline: decode + RandomResizedCrop 224 + flip -> batched uint8
+   CHW tensors, the transform in the collate function, through 2 worker
+   processes and through the feed with 2 and with cores threads, against this
+   machine's decode ceiling measured in the same run: single-process PIL
+   decode + crop + flip images/s times the cores.
+3. A 40k-shard index.json (15 MB): `sluice inspect --no-stat` wall time and
+   peak RSS; with --go also the Go benchmarks of the parse, the first batch
+   at 20 nodes x 8 ranks x 8 workers, the py1e resume at 90% of 10M samples
+   and the Go image decoder (`go test -bench`, needs the source tree).
+
+Every loader figure has a guard: the samples counted and the sum of their
+ids must be the epoch's, so nothing wins by skipping. MosaicML Streaming,
+LitData and WebDataset are not installable here (no PyPI); their columns
+are left out rather than guessed.
+"""
+
+import argparse
+import io
+import math
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+import helpers  # noqa: E402
+import mdswrite  # noqa: E402
+import sluice  # noqa: E402
+from sluice import _feed  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def agent_cpu():
+    pid = helpers.agent_pid(os.environ["SLUICE_AGENT_DIR"])
+    if pid is None:
+        return 0.0
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def cpu_now():
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime + agent_cpu()
+
+
+def epoch(loader, feed, n_expected, id_sum):
+    """One epoch: (samples/s, CPU seconds per sample), guarded."""
+    t0, c0 = time.perf_counter(), cpu_now()
+    n = s = 0
+    it = _feed.batches(loader) if feed else ((None, b) for b in loader)
+    for _, b in it:
+        ids = b["id"] if isinstance(b, dict) else b[1]
+        n += len(ids)
+        s += int(ids.sum()) if hasattr(ids, "sum") else sum(ids)
+    wall, cpu = time.perf_counter() - t0, cpu_now() - c0
+    if n != n_expected or s != id_sum:
+        raise SystemExit("guard failed: %d samples (want %d), id sum %d (want %d)" % (n, n_expected, s, id_sum))
+    return n / wall, cpu / n
+
+
+def best_of(repeat, fn):
+    runs = [fn() for _ in range(repeat)]
+    return max(runs, key=lambda r: r[0])
+
+
+def loader(ds, workers, collate=None):
+    kw = dict(batch_size=32, num_workers=workers)
+    if collate is not None:
+        kw["collate_fn"] = collate
+    return sluice.StreamingDataLoader(ds, **kw)
+
+
+def with_mode(mode, fn):
+    old = os.environ.get("SLUICE_FEED")
+    os.environ["SLUICE_FEED"] = mode
+    try:
+        return fn()
+    finally:
+        if old is None:
+            os.environ.pop("SLUICE_FEED", None)
+        else:
+            os.environ["SLUICE_FEED"] = old
+
+
+# -- images -----------------------------------------------------------------
+
+
+def photo_jpegs(n, w=500, h=375, seed=0):
+    """n distinct photo-like JPEGs (smooth fields plus noise, quality 90)."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    x = np.arange(w)[None, :] / w
+    y = np.arange(h)[:, None] / h
+    out = []
+    base = [None] * 8
+    for k in range(8):
+        a, b, c = rng.uniform(1, 9, 3)
+        base[k] = np.stack([127 + 110 * np.sin(a * x + b * y), 127 + 110 * np.cos(b * x * y + c * x),
+                            127 + 110 * np.sin(c * y + a * x * x)], -1)
+    for i in range(n):
+        img = base[i % 8] + rng.normal(0, 12, (h, w, 3))
+        buf = io.BytesIO()
+        Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(buf, "JPEG", quality=90)
+        out.append(buf.getvalue())
+    return out
+
+
+def rrc_box(W, H, rnd, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):
+    """torchvision's RandomResizedCrop.get_params (torchvision is not
+    installed here)."""
+    area = W * H
+    lr = (math.log(ratio[0]), math.log(ratio[1]))
+    for _ in range(10):
+        t = area * rnd.uniform(*scale)
+        ar = math.exp(rnd.uniform(*lr))
+        w, h = int(round(math.sqrt(t * ar))), int(round(math.sqrt(t / ar)))
+        if 0 < w <= W and 0 < h <= H:
+            i, j = rnd.randint(0, H - h), rnd.randint(0, W - w)
+            return (j, i, j + w, i + h)
+    return (0, 0, W, H)
+
+
+def augment(img, rnd):
+    """PIL image -> RandomResizedCrop 224 + flip -> uint8 HWC array."""
+    import numpy as np
+    from PIL import Image
+
+    img = img.convert("RGB")
+    img = img.resize((224, 224), Image.BILINEAR, box=rrc_box(img.width, img.height, rnd))
+    if rnd.random() < 0.5:
+        img = img.transpose(Image.FLIP_LEFT_RIGHT)
+    return np.asarray(img)
+
+
+def image_collate(samples):
+    """The pipeline's collate: augment each decoded image, stack to a
+    uint8 N x 3 x 224 x 224 tensor."""
+    import numpy as np
+    import torch
+
+    rnd = random.Random(int(samples[0]["id"]))
+    arr = np.stack([augment(s["img"], rnd) for s in samples])
+    ids = torch.tensor([int(s["id"]) for s in samples])
+    return {"img": torch.from_numpy(arr).permute(0, 3, 1, 2), "id": ids}
+
+
+def pil_ceiling(jpegs, seconds=3.0):
+    """Single-process PIL decode + crop + flip images/s (one core)."""
+    from PIL import Image
+
+    rnd = random.Random(1)
+    n = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        augment(Image.open(io.BytesIO(jpegs[n % len(jpegs)])), rnd)
+        n += 1
+    return n / (time.perf_counter() - t0)
+
+
+# -- index ------------------------------------------------------------------
+
+
+def big_index(path, n=40_000):
+    entry = ('{"column_encodings": ["str", "int", "bytes"], "column_names": ["text", "id", "tokens"], '
+             '"column_sizes": [null, 8, null], "compression": "zstd", "format": "mds", "hashes": [], '
+             '"raw_data": {"basename": "shard.%05d.mds", "bytes": %d, "hashes": {}}, "samples": %d, '
+             '"size_limit": 67108864, "version": 2, "zip_data": {"basename": "shard.%05d.mds.zstd", '
+             '"bytes": %d, "hashes": {}}}')
+    parts = [entry % (i, 67000000 + i % 1000, 4000 + i % 97, i, 21000000 + i % 777) for i in range(n)]
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "index.json"), "w") as f:
+        f.write('{"shards": [' + ", ".join(parts) + '], "version": 2}')
+    return os.path.getsize(os.path.join(path, "index.json"))
+
+
+def inspect_index(path):
+    """`sluice inspect --no-stat` in a child of its own: (seconds, peak RSS MB)."""
+    code = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
+            "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL); "
+            "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    out = subprocess.run([sys.executable, "-c", code, helpers.binary(), "inspect", "--no-stat", path],
+                         check=True, stdout=subprocess.PIPE).stdout.split()
+    return float(out[0]), int(out[1]) / 1024
+
+
+def go_benchmarks():
+    if shutil.which("go") is None or not os.path.exists(os.path.join(ROOT, "go.mod")):
+        print("go benchmarks: skipped (no go toolchain or source tree)")
+        return
+    runs = [("./format", "CompactIndex40k|ParseIndex40k"), ("./plan", "FirstBatchAtScale/py1e|ResumeFirst/py1e/n=10000000/at=90"),
+            ("./vision", "Decode")]
+    for pkg, pat in runs:
+        out = subprocess.run(["go", "test", "-run", "^$", "-bench", pat, "-count", "1", pkg], cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Benchmark"):
+                print("  " + " ".join(line.split()))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--large", type=int, default=4000, help="samples of 100 KB")
+    ap.add_argument("--images", type=int, default=1500, help="JPEG samples (500x375)")
+    ap.add_argument("--repeat", type=int, default=2, help="epochs per loader figure; the best counts")
+    ap.add_argument("--work", default=None)
+    ap.add_argument("--go", action="store_true", help="also run the Go benchmarks (source tree)")
+    args = ap.parse_args()
+    cores = os.cpu_count()
+    work = args.work or tempfile.mkdtemp(prefix="sluice-feedbench-")
+    os.environ.setdefault("SLUICE_AGENT_DIR", os.path.join(work, "agent"))
+    print("load average %.2f, %d CPUs; MosaicML Streaming, LitData, WebDataset: not installable here"
+          % (os.getloadavg()[0], cores))
+    try:
+        # 3. index first: no agent child yet to inflate the peak RSS.
+        size = big_index(os.path.join(work, "idx"))
+        secs, rss = inspect_index(os.path.join(work, "idx"))
+        print("\n40k-shard index.json (%.1f MB): sluice inspect --no-stat %.0f ms, peak RSS %.0f MB (process total)"
+              % (size / 1e6, secs * 1e3, rss))
+
+        # 1. 100 KB samples.
+        n = args.large
+        d = os.path.join(work, "large")
+        blob = os.urandom(100 * 1024)
+        mdswrite.write(d, {"id": "int", "data": "bytes"}, ({"id": i, "data": blob} for i in range(n)),
+                       size_limit=1 << 26)
+        want = n * (n - 1) // 2
+
+        def ds():
+            return sluice.StreamingDataset(local=d, batch_size=32, shuffle=True)
+
+        with_mode("workers", lambda: epoch(loader(ds(), 0), False, n, want))  # warm
+        print("\n100 KB samples to the loop (batch_size=32, %d samples)" % n)
+        print("  %-34s %12s %14s" % ("path", "samples/s", "CPU us/sample"))
+        for name, mode, workers, feed in (("DataLoader workers=0", "workers", 0, False),
+                                          ("DataLoader workers=2 (processes)", "workers", 2, False),
+                                          ("feed workers=2 (threads)", "threads", 2, True),
+                                          ("feed workers=8 (threads)", "threads", 8, True)):
+            rate, cpu = best_of(args.repeat, lambda: with_mode(mode, lambda: epoch(loader(ds(), workers), feed, n, want)))
+            print("  %-34s %12.0f %14.1f" % (name, rate, cpu * 1e6))
+
+        # 2. JPEG pipeline.
+        m = args.images
+        jpegs = photo_jpegs(min(m, 64))
+        di = os.path.join(work, "jpeg")
+        mdswrite.write(di, {"id": "int", "img": "jpeg"}, ({"id": i, "img": jpegs[i % len(jpegs)]} for i in range(m)),
+                       size_limit=1 << 26)
+        want = m * (m - 1) // 2
+
+        def dsi():
+            return sluice.StreamingDataset(local=di, batch_size=32, shuffle=True)
+
+        one = pil_ceiling(jpegs)
+        print("\nJPEG pipeline: decode + RandomResizedCrop 224 + flip -> uint8 tensors (%d images, %.0f KB each)"
+              % (m, sum(map(len, jpegs)) / len(jpegs) / 1e3))
+        print("  PIL single process %.0f img/s x %d cores = ceiling %.0f img/s" % (one, cores, one * cores))
+        print("  %-34s %12s %14s %10s" % ("path", "images/s", "CPU us/image", "of ceiling"))
+        counts = sorted({2, cores})
+        paths = [("DataLoader workers=%d (processes)" % w, "workers", w, False) for w in counts]
+        paths += [("feed workers=%d (threads)" % w, "threads", w, True) for w in counts]
+        for name, mode, workers, feed in paths:
+            rate, cpu = best_of(args.repeat, lambda: with_mode(
+                mode, lambda: epoch(loader(dsi(), workers, image_collate), feed, m, want)))
+            print("  %-34s %12.0f %14.1f %9.0f%%" % (name, rate, cpu * 1e6, 100 * rate / (one * cores)))
+        if args.go:
+            print("\nGo benchmarks:")
+            go_benchmarks()
+    finally:
+        helpers.stop_agent(os.environ["SLUICE_AGENT_DIR"])
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
