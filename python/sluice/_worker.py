@@ -99,3 +99,35 @@ def in_worker():
     except ImportError:
         return False
     return get_worker_info() is not None
+
+
+_watching = None  # the pid whose parent this process watches
+
+
+def watch_parent(interval=1.0):
+    """Ends this (DataLoader worker) process when its parent dies.
+
+    torch's own watchdog runs only between fetches, and a worker that
+    leaves after its parent died can block for ever at exit flushing its
+    result queue into a pipe no one reads (its siblings hold the read end).
+    A daemon thread checks the parent every interval seconds and leaves
+    with os._exit. Idempotent per process.
+    """
+    global _watching
+    pid = os.getpid()
+    if _watching == pid:
+        return
+    _watching = pid
+    parent = os.getppid()
+
+    def run():
+        import time
+
+        while True:
+            time.sleep(interval)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    import threading
+
+    threading.Thread(target=run, name="sluice-parent-watch", daemon=True).start()

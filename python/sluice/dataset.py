@@ -351,6 +351,7 @@ class StreamingDataset(_Base):
             # Batches of small samples leave the worker by value, not one
             # shared-memory file per tensor (see _worker).
             _worker.install_small_tensor_pickling()
+            _worker.watch_parent()
         if self._info is None:
             self._connection(world)
         conn, begun = self._begin(world, {"resume": self._resume} if self._resume is not None else {})
@@ -438,8 +439,7 @@ class StreamingDataset(_Base):
                 if reply.get("done"):
                     return
                 if parent is not None and os.getppid() != parent:
-                    raise errors.AgentError("the DataLoader's main process (pid %d) died; worker %d stops"
-                                            % (parent, world["worker"]))
+                    os._exit(1)  # the main process died (see _worker.watch_parent)
                 waited = time.monotonic() - last
                 if waited > self._stall_timeout:
                     raise errors.AgentTimeoutError(

@@ -73,7 +73,13 @@ class OrphanTest(helpers.AgentCase):
             "time.sleep(3600)\n" % (remote, os.path.join(self.tmp, "c-orphan")))
         p = subprocess.Popen([sys.executable, "-c", code], cwd=helpers.HERE, stdout=subprocess.PIPE)
         try:
-            pids = [int(p.stdout.readline()), int(p.stdout.readline())]
+            pids = []
+            while len(pids) < 2:
+                line = p.stdout.readline()
+                if not line:
+                    self.fail("the main process ended before its workers started")
+                if line.strip().isdigit():
+                    pids.append(int(line))
             self.assertEqual(len(pids), 2)
         finally:
             p.kill()
