@@ -3,6 +3,7 @@ package convert
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -66,7 +67,7 @@ func Run(ctx context.Context, opts *Options) (*Report, error) {
 		return finishedRun(ctx, out, r, fp, lay)
 	}
 
-	src, err := input.Open(ctx, r.Input, &input.Options{Registry: r.Registry, Format: r.Format, Part: r.Part, TempDir: r.TempDir, Columns: lay.names()})
+	src, err := input.Open(ctx, r.Input, &input.Options{Registry: r.Registry, Format: r.Format, Part: r.Part, TempDir: r.TempDir, Columns: lay.names(), ImageEncoding: r.ImageEncoding})
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +104,7 @@ func resolveColumns(ctx context.Context, r *resolved) ([]input.Column, error) {
 	for _, c := range r.Columns {
 		want = append(want, c.Name)
 	}
-	src, err := input.Open(ctx, r.Input, &input.Options{Registry: r.Registry, Format: r.Format, TempDir: r.TempDir, Columns: want})
+	src, err := input.Open(ctx, r.Input, &input.Options{Registry: r.Registry, Format: r.Format, TempDir: r.TempDir, Columns: want, ImageEncoding: r.ImageEncoding})
 	if err != nil {
 		return nil, err
 	}
@@ -446,7 +447,11 @@ func (p *pipeline) process(ctx context.Context, b *batch, row []input.Value, hin
 		clear(vals)
 		err := p.src.Decode(ctx, &b.items[i], set)
 		if err != nil {
+			var skip *input.SkipError
 			switch {
+			case errors.As(err, &skip):
+				b.reasons[i] = skip.Reason
+				continue
 			case errors.Is(err, input.ErrNullElement) && p.r.Nulls == NullsSkipRow:
 				b.reasons[i] = "null"
 				continue
@@ -732,6 +737,19 @@ func (p *pipeline) finish(ctx context.Context) (*Report, error) {
 		return rep, fmt.Errorf("%w: %d of %d fetches succeeded (%.2f%%) and %d of %d records were kept (%.2f%%); the minimum is %.2f%%; index.json not written",
 			ErrQualityGate, rep.FetchSucceeded, rep.FetchAttempted, 100*rep.FetchSuccessRate,
 			rep.SamplesOut, rep.SamplesIn, 100*rep.RecordSuccessRate, 100*rep.MinSuccessRate)
+	}
+	if cl, ok := p.src.(interface{ Classes() []string }); ok {
+		rep.Labels = map[string]int64{}
+		for i, c := range cl.Classes() {
+			rep.Labels[c] = int64(i)
+		}
+		raw, err := json.MarshalIndent(rep.Labels, "", "  ")
+		if err != nil {
+			return rep, fmt.Errorf("convert: labels: %w", err)
+		}
+		if err := putObject(ctx, p.out, p.r.prefix+LabelsFile, append(raw, '\n'), "application/json"); err != nil {
+			return rep, err
+		}
 	}
 	idx := format.AppendIndex(nil, &format.Index{Shards: p.infos})
 	if err := putObject(ctx, p.out, p.r.prefix+format.IndexFile, idx, "application/json"); err != nil {

@@ -105,8 +105,9 @@ func fingerprint(r *resolved, l *layout) string {
 		JPEGQuality int
 		SkipInvalid bool
 		Nulls       string
+		ImageEnc    string
 	}{journalVersion, r.Input, r.Format, l.names(), l.encodings(), r.Compression, r.hashes, r.sizeLimit,
-		[2]int{r.Part.Index, r.Part.Count}, r.fetchIdx, r.MaxSide, r.JPEGQuality, r.SkipInvalid, r.Nulls}
+		[2]int{r.Part.Index, r.Part.Count}, r.fetchIdx, r.MaxSide, r.JPEGQuality, r.SkipInvalid, r.Nulls, r.ImageEncoding}
 	b, _ := json.Marshal(v) // plain data: cannot fail
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])

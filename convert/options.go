@@ -123,6 +123,13 @@ type Options struct {
 	// bytes). Nulls are counted per column in the report either way.
 	Nulls string
 
+	// ImageEncoding is the image column's encoding for image folders:
+	// "jpeg" or "png" (only fully decodable images of that type are kept),
+	// "pil" (any decodable image, converted), "bytes" (any image file as
+	// it is). "" infers jpeg or png from uniform file extensions, else
+	// bytes. Files that do not fit are skipped and counted by reason.
+	ImageEncoding string
+
 	// Part converts a deterministic slice of the input (see input.Part).
 	Part input.Part
 

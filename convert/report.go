@@ -21,6 +21,9 @@ const (
 	ReportFile       = "convert-report.json"
 	ReportPartPrefix = "convert-report.part-"
 	maxReportBytes   = 64 << 20
+	// LabelsFile maps class names to labels for image folders, next to
+	// index.json: {"cat": 0, "dog": 1}.
+	LabelsFile = "labels.json"
 )
 
 // Report is the quality gate's record of a conversion, written as JSON
@@ -40,9 +43,9 @@ type Report struct {
 	// FetchSuccessRate is FetchSucceeded/FetchAttempted (1 with no
 	// fetches).
 	FetchSuccessRate float64 `json:"fetch_success_rate"`
-	// RecordSuccessRate is SamplesOut/SamplesIn (1 with no input): the
-	// share of input records that reached the output, whatever skipped
-	// the others (failed fetches, invalid values, nulls).
+	// RecordSuccessRate is the share of input records not skipped (1 with
+	// no input), whatever skipped the others (failed fetches, invalid
+	// values, nulls, files that are no images).
 	RecordSuccessRate float64 `json:"record_success_rate"`
 	// MinSuccessRate is the required fetch and record success rate (0:
 	// none).
@@ -58,6 +61,9 @@ type Report struct {
 	MBPerSec      float64 `json:"mb_per_sec"`
 	// ResumedShards counts shards taken over from an interrupted run.
 	ResumedShards int `json:"resumed_shards,omitempty"`
+	// Labels maps each class of an image folder to its label (also
+	// written as LabelsFile next to the index).
+	Labels map[string]int64 `json:"labels,omitempty"`
 	// Fingerprint identifies the settings and input that made the output;
 	// a rerun with the same ones finds the dataset finished and changes
 	// nothing.
@@ -73,7 +79,7 @@ func (r *Report) finish() {
 	}
 	r.RecordSuccessRate = 1
 	if r.SamplesIn > 0 {
-		r.RecordSuccessRate = float64(r.SamplesOut) / float64(r.SamplesIn)
+		r.RecordSuccessRate = float64(r.SamplesIn-r.skipped()) / float64(r.SamplesIn)
 	}
 	r.Passed = r.FetchSuccessRate >= r.MinSuccessRate && r.RecordSuccessRate >= r.MinSuccessRate
 	if r.Seconds > 0 {
@@ -180,6 +186,7 @@ func combineReports(ctx context.Context, b storage.Bucket, count int) (*Report, 
 	sort.Slice(parts, func(i, j int) bool { return parts[i].Part.Index < parts[j].Part.Index })
 	c := &Report{Stats: Stats{Failures: map[string]int64{}}, Parts: parts}
 	for _, p := range parts {
+		c.Labels = p.Labels
 		c.Input, c.Output, c.Columns = p.Input, strings.TrimSuffix(p.Output, "/"+PartDir(p.Part.Index, count)), p.Columns
 		c.Compression, c.Hashes, c.SizeLimit, c.MinSuccessRate = p.Compression, p.Hashes, p.SizeLimit, p.MinSuccessRate
 		c.SamplesIn += p.SamplesIn

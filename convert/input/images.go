@@ -1,16 +1,48 @@
 package input
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"image"
+	_ "image/gif" // decoders for pil columns
+	_ "image/jpeg"
+	_ "image/png"
 	"io"
 	"path"
 	"sort"
 	"strings"
 
+	"github.com/sluicedata/sluice/convert/fetch"
+	"github.com/sluicedata/sluice/format/mds"
 	"github.com/sluicedata/sluice/storage"
 )
+
+// SkipError is returned by Decode for a record the source skips on
+// purpose (a non-image file in an image folder, a broken image); Reason
+// names why, for the report's counts.
+type SkipError struct {
+	Reason string
+	Err    error
+}
+
+// Error formats the reason and cause.
+func (e *SkipError) Error() string { return e.Reason + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *SkipError) Unwrap() error { return e.Err }
+
+// Skip reasons of image folders.
+const (
+	SkipNotImage    = "not_image"    // the file's content is no image format
+	SkipWrongType   = "wrong_type"   // an image of another type than the column's (a PNG in a jpeg column)
+	SkipBrokenImage = "broken_image" // starts like an image but does not decode
+	SkipNoClass     = "no_class"     // a file at the root, outside every class directory
+)
+
+// ImageEncodings lists the column encodings an image folder can write.
+var ImageEncodings = []string{"jpeg", "png", "pil", "bytes"}
 
 // MaxImageBytes bounds one image file of an image folder.
 const MaxImageBytes = 1 << 30
@@ -39,6 +71,7 @@ type images struct {
 	labels  []int64
 	classes []string
 	enc     string
+	pil     *mds.Encoding
 	next    int
 }
 
@@ -50,40 +83,39 @@ func openImages(ctx context.Context, root string, opts *Options, bs *buckets) (S
 	var keys []string
 	sizeOf := map[string]int64{}
 	encs := map[string]bool{}
+	classOf := map[string]bool{} // class directories holding at least one image file
 	err = b.List(ctx, "", func(o storage.ObjectInfo) error {
 		if storage.IsTempName(o.Key) {
 			return nil
 		}
 		class, file, ok := strings.Cut(o.Key, "/")
-		if !ok || class == "" || strings.HasPrefix(class, ".") || strings.HasPrefix(path.Base(file), ".") {
-			return nil
+		if strings.HasPrefix(class, ".") || strings.HasPrefix(path.Base(o.Key), ".") {
+			return nil // hidden files and directories
 		}
-		enc, ok := imageExts[strings.ToLower(path.Ext(o.Key))]
-		if !ok {
-			return nil
-		}
-		encs[enc] = true
 		keys = append(keys, o.Key)
 		sizeOf[o.Key] = o.Size
+		if !ok || class == "" || file == "" {
+			return nil // a file outside the class directories: counted as a skip
+		}
+		if enc, ok := imageExts[strings.ToLower(path.Ext(o.Key))]; ok {
+			encs[enc] = true
+			classOf[class] = true
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("input: list image folder %s: %w", root, err)
 	}
-	if len(keys) == 0 {
+	if len(classOf) == 0 {
 		return nil, fmt.Errorf("input: %s has no images in class subdirectories (want root/<class>/<name>.jpg)", root)
 	}
 	sort.Strings(keys)
-	classIdx := map[string]int64{}
 	var classes []string
-	for _, k := range keys {
-		c, _, _ := strings.Cut(k, "/")
-		if _, ok := classIdx[c]; !ok {
-			classIdx[c] = 0
-			classes = append(classes, c)
-		}
+	for c := range classOf {
+		classes = append(classes, c)
 	}
 	sort.Strings(classes)
+	classIdx := map[string]int64{}
 	for i, c := range classes {
 		classIdx[c] = int64(i)
 	}
@@ -93,14 +125,28 @@ func openImages(ctx context.Context, root string, opts *Options, bs *buckets) (S
 			im.enc = e
 		}
 	}
+	switch opts.ImageEncoding {
+	case "":
+	case "jpeg", "png", "pil", "bytes":
+		im.enc = opts.ImageEncoding
+	default:
+		return nil, fmt.Errorf("input: bad image encoding %q (want one of %s)", opts.ImageEncoding, strings.Join(ImageEncodings, ", "))
+	}
+	if im.enc == "pil" {
+		im.pil, _ = mds.ParseEncoding("pil") // a known encoding
+	}
 	for i, k := range keys {
 		if p := opts.Part; p.Count > 1 && i%p.Count != p.Index {
 			continue
 		}
 		c, _, _ := strings.Cut(k, "/")
+		label, ok := classIdx[c]
+		if !ok {
+			label = -1 // not a class: skipped with a reason
+		}
 		im.files = append(im.files, k)
 		im.sizes = append(im.sizes, sizeOf[k])
-		im.labels = append(im.labels, classIdx[c])
+		im.labels = append(im.labels, label)
 	}
 	return im, nil
 }
@@ -130,10 +176,42 @@ func (im *images) Read(ctx context.Context, dst []Item, max int) ([]Item, error)
 	return dst, nil
 }
 
+// Decode reads one image file and checks it against the column encoding:
+// the file's real type comes from its content, not its name. jpeg and png
+// columns take only fully decodable images of that type, pil columns any
+// image Go decodes (converted to pil), bytes columns any image file as it
+// is. Other files are skipped with a *SkipError naming the reason.
 func (im *images) Decode(ctx context.Context, it *Item, fn FieldFunc) error {
+	if it.Label < 0 {
+		return &SkipError{Reason: SkipNoClass, Err: fmt.Errorf("%s is not inside a class directory", it.File)}
+	}
 	data, err := readSized(ctx, im.b, string(it.Data), it.Aux.(int64))
 	if err != nil {
 		return fmt.Errorf("input: read image %s: %w", it.File, err)
+	}
+	got := fetch.SniffImage(data)
+	switch {
+	case got == "":
+		return &SkipError{Reason: SkipNotImage, Err: fmt.Errorf("%s is not an image file", it.File)}
+	case im.enc == "bytes":
+	case im.enc == "jpeg" || im.enc == "png":
+		if got != im.enc {
+			return &SkipError{Reason: SkipWrongType, Err: fmt.Errorf("%s is a %s image, the column is %s (choose --image-encoding pil or bytes to keep it)", it.File, got, im.enc)}
+		}
+		if err := fetch.CheckImage(data, im.enc); err != nil {
+			return &SkipError{Reason: SkipBrokenImage, Err: fmt.Errorf("%s: %w", it.File, err)}
+		}
+	case im.enc == "pil":
+		if err := fetch.CheckImage(data, ""); err != nil {
+			return &SkipError{Reason: SkipBrokenImage, Err: fmt.Errorf("%s: %w", it.File, err)}
+		}
+		img, _, err := image.Decode(bytes.NewReader(data))
+		if err != nil {
+			return &SkipError{Reason: SkipBrokenImage, Err: fmt.Errorf("%s: %w", it.File, err)}
+		}
+		if data, err = im.pil.Append(nil, img); err != nil {
+			return &SkipError{Reason: SkipBrokenImage, Err: fmt.Errorf("%s: %w", it.File, err)}
+		}
 	}
 	if err := fn([]byte(ImageColumn), Value{Kind: Bytes, Bytes: data}); err != nil {
 		return err

@@ -55,6 +55,10 @@ type Options struct {
 	// sources (Parquet) do not read the other columns at all; other
 	// sources may still emit every field.
 	Columns []string
+	// ImageEncoding is the image column's encoding for image folders
+	// (one of ImageEncodings); "" means jpeg or png when every file has
+	// that extension, otherwise bytes.
+	ImageEncoding string
 	// TempDir holds downloaded copies of remote files that need random
 	// access (Parquet). "" means os.TempDir().
 	TempDir string

@@ -26,7 +26,7 @@ type convertFlags struct {
 	maxSide, jpegQuality                            int
 	minSuccess                                      float64
 	skipInvalid                                     bool
-	nulls                                           string
+	nulls, imageEncoding                            string
 	part                                            string
 	parts                                           int
 	workers, inferRows                              int
@@ -45,7 +45,11 @@ shards are uploaded as they finish, index.json last).
 INPUT is a local path or URL of:
   JSON lines (.jsonl/.json/.ndjson), CSV (.csv), TSV (.tsv), Parquet (.parquet),
   WebDataset tar shards (.tar; brace patterns such as shard-{000000..000099}.tar),
-  an image folder (root/<class>/<name>.jpg gives columns image and label), or
+  an image folder (root/<class>/<name>.jpg gives columns image and label;
+  classes are labelled in sorted order, written to labels.json and the report;
+  each file's real type decides: --image-encoding jpeg|png keeps only fully
+  decodable images of that type, pil converts any image, bytes keeps any image
+  file; other files are skipped and counted by reason), or
   an MDS dataset (a directory with index.json: re-shard, re-compress).
 Several files: a brace pattern, or a quoted local glob ("data/*.jsonl").
 
@@ -120,6 +124,7 @@ the index.`,
 	fl.Float64Var(&f.minSuccess, "min-success-rate", 0, "fail (exit 3, no index.json) when fewer fetches succeed than this share (0-1)")
 	fl.BoolVar(&f.skipInvalid, "skip-invalid", false, "skip records whose values do not fit their columns instead of failing")
 	fl.StringVar(&f.nulls, "nulls", "error", "null or missing values in non-json columns: error (fail naming the record), skip-row (skip, counted), default (0, \"\", empty bytes)")
+	fl.StringVar(&f.imageEncoding, "image-encoding", "", "image folders: image column encoding jpeg, png, pil or bytes (default: from uniform extensions, else bytes)")
 	fl.StringVar(&f.part, "part", "", "convert part I of N (I/N) into OUT/part-I/")
 	fl.IntVar(&f.parts, "parts", 0, "number of parts when the part index comes from JOB_COMPLETION_INDEX")
 	fl.IntVar(&f.workers, "workers", 0, "parallel workers (default: all cores)")
@@ -135,7 +140,7 @@ func (f *convertFlags) options(in, out string, getenv func(string) string) (*con
 		Input: in, Output: out, Format: f.format, Compression: f.compression,
 		FetchConcurrency: f.fetchConcurrency, FetchPerHost: f.fetchPerHost, FetchAttempts: f.fetchAttempts,
 		FetchTimeout: f.fetchTimeout, MaxSide: f.maxSide, JPEGQuality: f.jpegQuality,
-		MinSuccessRate: f.minSuccess, SkipInvalid: f.skipInvalid, Nulls: f.nulls, Workers: f.workers, InferRows: f.inferRows,
+		MinSuccessRate: f.minSuccess, SkipInvalid: f.skipInvalid, Nulls: f.nulls, ImageEncoding: f.imageEncoding, Workers: f.workers, InferRows: f.inferRows,
 	}
 	if f.columns != "" {
 		cols, err := convert.ParseColumns(f.columns)
