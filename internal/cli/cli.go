@@ -79,6 +79,8 @@ bounded node cache, planned prefetch, elastic deterministic order and exact resu
 		// plan
 		newPlanCommand(e),
 		newSimulateCommand(e),
+		newBenchCommand(e),
+		newPlotCommand(e),
 		// streaming
 		newStreamCommand(e),
 		newQuickstartCommand(e),
@@ -90,6 +92,8 @@ bounded node cache, planned prefetch, elastic deterministic order and exact resu
 		newWriteCommand(e),
 		// WebDataset tars
 		newIndexCommand(e),
+		// YAML-driven jobs (the container image's entry point)
+		newRunCommand(e),
 	)
 	return root
 }
