@@ -161,9 +161,8 @@ func refResize(m *image.RGBA, ow, oh int) []byte {
 func TestAugmentDeterministic(t *testing.T) {
 	src := encodeJPEG(t, photo(300, 200), 90)
 	spec := &Spec{Height: 64, Width: 64, RandomResizedCrop: true, Flip: true, Seed: 7}
-	crops := map[image.Rectangle]bool{}
-	flips := 0
-	for id := range int64(200) {
+	// Whole decodes: the same sample decodes the same, twice.
+	for id := range int64(20) {
 		a, err := Decode(nil, src, spec, 3, id)
 		if err != nil {
 			t.Fatal(err)
@@ -175,8 +174,20 @@ func TestAugmentDeterministic(t *testing.T) {
 		if a.Crop != b.Crop || a.Flipped != b.Flipped || !bytes.Equal(a.Pix, b.Pix) {
 			t.Fatalf("sample %d: two decodes differ", id)
 		}
-		c := a.Crop
-		if !c.In(image.Rect(0, 0, 300, 200)) || c.Empty() {
+	}
+	// The draws themselves, for many samples: crops inside the image, in
+	// the scale and ratio ranges, varied; flips about half.
+	crops := map[image.Rectangle]bool{}
+	flips := 0
+	bounds := image.Rect(0, 0, 300, 200)
+	for id := range int64(1000) {
+		r := newRNG(spec.Seed, 3, id)
+		c := randomCrop(&r, bounds, spec.scale(), spec.ratio())
+		r2 := newRNG(spec.Seed, 3, id)
+		if c2 := randomCrop(&r2, bounds, spec.scale(), spec.ratio()); c2 != c {
+			t.Fatalf("sample %d: crops %v and %v", id, c, c2)
+		}
+		if !c.In(bounds) || c.Empty() {
 			t.Fatalf("sample %d: crop %v outside the image", id, c)
 		}
 		frac := float64(c.Dx()*c.Dy()) / (300 * 200)
@@ -185,12 +196,12 @@ func TestAugmentDeterministic(t *testing.T) {
 			t.Fatalf("sample %d: crop %v area %.3f ratio %.3f", id, c, frac, ratio)
 		}
 		crops[c] = true
-		if a.Flipped {
+		if r.float64() < 0.5 {
 			flips++
 		}
 	}
-	if len(crops) < 150 || flips < 60 || flips > 140 {
-		t.Fatalf("%d distinct crops and %d flips in 200 samples", len(crops), flips)
+	if len(crops) < 900 || flips < 420 || flips > 580 {
+		t.Fatalf("%d distinct crops and %d flips in 1000 samples", len(crops), flips)
 	}
 	// Another epoch draws other crops; another seed too.
 	a, _ := Decode(nil, src, spec, 3, 5)
