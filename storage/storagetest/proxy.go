@@ -3,6 +3,7 @@ package storagetest
 import (
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -285,4 +286,13 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// Rate returns a ProxyFault.Match that picks each request with
+// probability p, from a generator seeded with seed (reproducible for one
+// sequence of requests). Match is called under the proxy's lock, so the
+// generator needs none of its own.
+func Rate(p float64, seed uint64) func(*http.Request) bool {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	return func(*http.Request) bool { return rng.Float64() < p }
 }
