@@ -216,6 +216,11 @@ func parseFlags(source string, n *yaml.Node) ([]Flag, error) {
 		if k.Kind != yaml.ScalarNode || name == "" {
 			return nil, &Error{Source: source, Line: k.Line, Msg: "flags: a flag name must be a string"}
 		}
+		for _, g := range out {
+			if g.Name == name {
+				return nil, &Error{Source: source, Line: k.Line, Msg: fmt.Sprintf("flags: %q already defined at line %d (give a list for several values)", name, g.Line)}
+			}
+		}
 		f := Flag{Name: name, Line: k.Line}
 		switch v.Kind {
 		case yaml.ScalarNode:
@@ -250,6 +255,11 @@ func parseDataset(source string, n *yaml.Node) ([]Field, error) {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode || k.Tag != "!!str" {
 			return nil, &Error{Source: source, Line: k.Line, Msg: "dataset: argument names must be strings"}
+		}
+		for _, f := range out {
+			if f.Name == k.Value {
+				return nil, &Error{Source: source, Line: k.Line, Msg: fmt.Sprintf("dataset: mapping key %q already defined at line %d", k.Value, f.Line)}
+			}
 		}
 		var val any
 		if err := v.Decode(&val); err != nil {

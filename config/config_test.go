@@ -89,6 +89,8 @@ func TestParseErrorsHaveLines(t *testing.T) {
 		{"duplicate key", "kind: stream\nkind: convert\n", 2, "already defined"},
 		{"second document", "kind: stream\n---\nkind: convert\n", 2, "second YAML document"},
 		{"flag map value", "kind: stream\nflags:\n  x:\n    y: 1\n", 4, "flags.x"},
+		{"duplicate flag", "kind: stream\nflags:\n  x: 1\n  --x: 2\n", 4, "already defined"},
+		{"duplicate dataset key", "kind: train\ncommand: [x]\ndataset:\n  remote: a\n  remote: b\n", 5, "already defined"},
 		{"flag null", "kind: stream\nflags:\n  x:\n", 3, "no value"},
 		{"dataset not a map", "kind: train\ncommand: [x]\ndataset: [1]\n", 3, "dataset"},
 		{"dataset key not a string", "kind: train\ncommand: [x]\ndataset:\n  1: 2\n", 4, "names must be strings"},
