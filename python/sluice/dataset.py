@@ -225,6 +225,16 @@ class StreamingDataset(_Base):
         # Connect now, so a missing dataset or bad argument fails here.
         self._connection(_world.detect())
 
+    @classmethod
+    def from_config(cls, location=None, **overrides):
+        """A dataset from the ``dataset:`` section of a job file (the YAML
+        `sluice run` executes; a path or a store URL, default
+        $SLUICE_CONFIG), with overrides applied. Unknown arguments and wrong
+        types raise sluice.config.ConfigError naming the file and line."""
+        from . import config
+
+        return cls(**config.dataset_arguments(location, overrides))
+
     # -- connection -------------------------------------------------------
 
     def __getstate__(self):
@@ -442,12 +452,18 @@ class StreamingDataset(_Base):
                     os._exit(1)  # the main process died (see _worker.watch_parent)
                 waited = time.monotonic() - last
                 if waited > self._stall_timeout:
+                    try:
+                        st = conn.call({"op": "stats"}, "stats")
+                        held = "; the agent holds %d leases over %d iterations of %d connections" % (
+                            st.get("leases", -1), st.get("iterations", -1), st.get("connections", -1))
+                    except errors.SluiceError:
+                        held = ""
                     raise errors.AgentTimeoutError(
                         "no sample of epoch %d (rank %d, worker %d of %d) arrived within %.0fs: the agent kept "
                         "answering that none was ready (shards still downloading, or cache_limit=%s full of "
-                        "shards other readers hold); see stall_timeout"
+                        "shards other readers hold%s); see stall_timeout"
                         % (begun["epoch"], world["rank"], world["worker"], world["num_workers"], waited,
-                           self.cache_limit))
+                           self.cache_limit, held))
                 # Nothing ready yet: the batch before has been consumed, so
                 # give its leases back now; the agent may need that space.
                 conn.send(dict(req, release=[prev]) if prev else req)
