@@ -43,7 +43,7 @@ func OpenFile(path string, info *format.ShardInfo, opts *ReaderOptions) (*File, 
 				Reason: fmt.Sprintf("file has %d bytes, the index says %d", m.Len(), info.RawData.Bytes)}
 		}
 	}
-	sh, err := OpenShard(bytes.NewReader(m.Bytes()), m.Len(), opts)
+	sh, err := OpenShardBytes(m.Bytes(), opts)
 	if err != nil {
 		m.Close()
 		return nil, withShard(err, name)

@@ -32,8 +32,35 @@ func FuzzReader(f *testing.F) {
 		if (r.Err() == nil) != (shErr == nil) {
 			t.Fatalf("Reader err %v, OpenShard err %v", r.Err(), shErr)
 		}
+		fast, fastErr := wds.OpenShardBytes(b, opts)
+		if (fastErr == nil) != (shErr == nil) || (fastErr != nil && fastErr.Error() != shErr.Error()) {
+			t.Fatalf("OpenShardBytes err %v, OpenShard err %v", fastErr, shErr)
+		}
+		sum, scanErr := wds.Scan(bytes.NewReader(b), opts)
+		if (scanErr == nil) != (shErr == nil) {
+			t.Fatalf("Scan err %v, OpenShard err %v", scanErr, shErr)
+		}
 		if r.Err() != nil {
 			return
+		}
+		if sum.Samples != sh.Len() || fast.Len() != sh.Len() {
+			t.Fatalf("Scan %d samples, OpenShardBytes %d, OpenShard %d", sum.Samples, fast.Len(), sh.Len())
+		}
+		for j := range sh.Len() {
+			a, _ := sh.Fields(j)
+			b, _ := fast.Fields(j)
+			o1, n1, _ := sh.Span(j)
+			o2, n2, _ := fast.Span(j)
+			k1, _ := sh.Key(j)
+			k2, _ := fast.Key(j)
+			if k1 != k2 || o1 != o2 || n1 != n2 || len(a) != len(b) {
+				t.Fatalf("sample %d: OpenShardBytes %q %d+%d, OpenShard %q %d+%d", j, k2, o2, n2, k1, o1, n1)
+			}
+			for i := range a {
+				if a[i] != b[i] {
+					t.Fatalf("sample %d field %d: %+v vs %+v", j, i, b[i], a[i])
+				}
+			}
 		}
 		if sh.Len() != len(samples) {
 			t.Fatalf("OpenShard has %d samples, Reader %d", sh.Len(), len(samples))

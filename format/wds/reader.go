@@ -61,7 +61,8 @@ type Reader struct {
 	opts    ReaderOptions
 	cr      countingReader
 	tr      *tar.Reader
-	skip    bool // index only: do not keep member data
+	skip    bool   // index only: do not keep member data
+	mem     []byte // the whole archive, for the fast header scanner (nil: archive/tar)
 	pending *member
 	sample  Sample
 	spans   []FieldSpan
@@ -130,6 +131,9 @@ func pad512(n int64) int64 { return (n + 511) &^ 511 }
 // readMember returns the next member that belongs to a sample, or io.EOF at
 // the end of the archive.
 func (r *Reader) readMember() (*member, error) {
+	if r.mem != nil {
+		return r.readMemberFast()
+	}
 	for {
 		before := r.next
 		h, err := r.tr.Next()
@@ -142,8 +146,13 @@ func (r *Reader) readMember() (*member, error) {
 			}
 			return nil, &CorruptError{Offset: before, Reason: "bad tar header", Err: err}
 		}
-		if h.Size >= 0 && h.Size < 1<<62 {
-			r.next = pad512(r.cr.n + h.Size)
+		switch h.Typeflag {
+		case tar.TypeLink, tar.TypeSymlink, tar.TypeChar, tar.TypeBlock, tar.TypeDir, tar.TypeFifo:
+			r.next = r.cr.n // header-only types carry no data
+		default:
+			if h.Size >= 0 && h.Size < 1<<62 {
+				r.next = pad512(r.cr.n + h.Size)
+			}
 		}
 		// The reader maps old-style TypeRegA to TypeReg; Python's tarfile
 		// also counts contiguous files as regular.
@@ -231,12 +240,15 @@ func (r *Reader) Next() bool {
 		}
 		first = m
 	}
-	r.sample = Sample{Key: first.key, Fields: make(map[string][]byte, 4)}
+	r.sample = Sample{Key: first.key, Order: r.sample.Order[:0]}
+	if !r.skip {
+		r.sample = Sample{Key: first.key, Fields: make(map[string][]byte, 4)}
+	}
 	r.spans = r.spans[:0]
 	r.start = first.hdrOff
 	var total int64
 	add := func(m *member) error {
-		if _, dup := r.sample.Fields[m.field]; dup || r.hasSpan(m.field) {
+		if r.hasSpan(m.field) {
 			return &CorruptError{Member: m.name, Offset: m.hdrOff,
 				Reason: fmt.Sprintf("field %q repeated in sample %q", m.field, m.key)}
 		}

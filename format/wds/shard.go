@@ -1,6 +1,8 @@
 package wds
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -31,15 +33,38 @@ func OpenShard(r io.ReaderAt, size int64, opts *ReaderOptions) (*Shard, error) {
 	}
 	rd := NewReader(io.NewSectionReader(r, 0, size), opts)
 	rd.skip = true
+	return indexShard(rd, r, size)
+}
+
+// OpenShardBytes is OpenShard for an archive held in memory (an mmap):
+// plain USTAR and GNU headers are parsed directly, which is many times
+// faster; an archive with anything else (PAX or GNU extension headers,
+// base-256 numbers, damage) is indexed by archive/tar, as OpenShard does,
+// with the same result. The Shard reads from b.
+func OpenShardBytes(b []byte, opts *ReaderOptions) (*Shard, error) {
+	rd := NewReader(nil, opts)
+	rd.skip, rd.mem = true, b
+	s, err := indexShard(rd, bytes.NewReader(b), int64(len(b)))
+	if !errors.Is(err, errFallback) {
+		return s, err
+	}
+	return OpenShard(bytes.NewReader(b), int64(len(b)), opts)
+}
+
+// indexShard records the samples rd yields.
+func indexShard(rd *Reader, r io.ReaderAt, size int64) (*Shard, error) {
 	s := &Shard{r: r, size: size}
+	var all []FieldSpan // every sample's spans, one allocation as it grows
 	for rd.Next() {
 		start, end := rd.Span()
 		if end > size {
 			end = size
 		}
+		n := len(all)
+		all = append(all, rd.spans...)
 		s.samples = append(s.samples, sampleSpan{
 			key: rd.sample.Key, start: start, end: end,
-			fields: append([]FieldSpan(nil), rd.spans...),
+			fields: all[n:len(all):len(all)],
 		})
 	}
 	if err := rd.Err(); err != nil {

@@ -96,12 +96,12 @@ func (s *Sample) Size() int64 {
 // (possibly empty), lowercased. ok is false for names that belong to no
 // sample: a base name without a dot or starting with one.
 func SplitName(name string) (key, field string, ok bool) {
-	dir, base := path.Split(name)
-	i := strings.IndexByte(base, '.')
+	k := strings.LastIndexByte(name, '/') + 1
+	i := strings.IndexByte(name[k:], '.')
 	if i <= 0 {
 		return "", "", false
 	}
-	return dir + base[:i], strings.ToLower(base[i+1:]), true
+	return name[:k+i], strings.ToLower(name[k+i+1:]), true
 }
 
 // isMeta reports whether WebDataset skips the member name as metadata: a
@@ -127,10 +127,12 @@ func checkName(name string) string {
 	if strings.ContainsRune(name, 0) {
 		return "member name contains NUL"
 	}
-	for _, el := range strings.Split(name, "/") {
+	for rest := name; rest != ""; {
+		el, after, _ := strings.Cut(rest, "/")
 		if el == ".." {
 			return "member name has a \"..\" element"
 		}
+		rest = after
 	}
 	return ""
 }

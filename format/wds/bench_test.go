@@ -1,0 +1,45 @@
+package wds_test
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/sluicedata/sluice/format/wds"
+)
+
+// BenchmarkOpenShardBytes indexes a 64 MB archive of 20 KB samples held
+// in memory (the fast header path) and through archive/tar.
+func BenchmarkOpenShardBytes(b *testing.B) {
+	var buf bytes.Buffer
+	w := wds.NewWriter(&buf)
+	n := 0
+	for buf.Len() < 64<<20 {
+		w.Write(fmt.Sprintf("s%08d", n), map[string][]byte{"jpg": make([]byte, 20<<10), "cls": []byte("7")})
+		n++
+	}
+	w.Close()
+	data := buf.Bytes()
+	for _, fast := range []bool{true, false} {
+		name := "fast"
+		if !fast {
+			name = "archive-tar"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var sh *wds.Shard
+				var err error
+				if fast {
+					sh, err = wds.OpenShardBytes(data, nil)
+				} else {
+					sh, err = wds.OpenShard(bytes.NewReader(data), int64(len(data)), nil)
+				}
+				if err != nil || sh.Len() != n {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
+		})
+	}
+}

@@ -1,0 +1,183 @@
+package wds
+
+import (
+	"archive/tar"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// errFallback tells OpenShard that the fast header scanner met something it
+// does not handle (PAX or GNU extension headers, base-256 numbers, a bad
+// checksum, truncation, anything unusual): the archive is then indexed
+// again by the general reader (archive/tar), which decides what it means.
+// The fast path only ever accepts archives the general reader reads the
+// same way.
+var errFallback = errors.New("wds: fast scan not applicable")
+
+var zeroBlock [512]byte
+
+// readMemberFast is readMember for an archive held in memory whose headers
+// are plain USTAR or GNU blocks.
+func (r *Reader) readMemberFast() (*member, error) {
+	data := r.mem
+	for {
+		pos := r.next
+		if pos == int64(len(data)) {
+			return nil, io.EOF
+		}
+		if pos+512 > int64(len(data)) {
+			return nil, errFallback
+		}
+		h := data[pos : pos+512]
+		if [512]byte(h) == zeroBlock {
+			if pos+1024 <= int64(len(data)) && [512]byte(data[pos+512:pos+1024]) == zeroBlock {
+				return nil, io.EOF
+			}
+			return nil, errFallback
+		}
+		typ, name, size, ok := parseFastHeader(h)
+		if !ok {
+			return nil, errFallback
+		}
+		dataOff := pos + 512
+		if dataOff+pad512(size) > int64(len(data)) {
+			return nil, errFallback
+		}
+		r.next = dataOff + pad512(size)
+		if typ != tar.TypeReg && typ != tar.TypeCont {
+			continue
+		}
+		if isMeta(name) {
+			continue
+		}
+		if why := checkName(name); why != "" {
+			return nil, &CorruptError{Member: name, Offset: pos, Reason: why}
+		}
+		key, field, ok := SplitName(name)
+		if !ok {
+			continue
+		}
+		if size > r.opts.MaxMemberSize {
+			return nil, &CorruptError{Member: name, Offset: pos,
+				Reason: fmt.Sprintf("member size %d over limit %d", size, r.opts.MaxMemberSize), Err: ErrTooLarge}
+		}
+		m := &member{name: name, key: key, field: field, hdrOff: pos, dataOff: dataOff, size: size}
+		if !r.skip {
+			m.data = data[dataOff : dataOff+size : dataOff+size]
+		}
+		return m, nil
+	}
+}
+
+// parseFastHeader decodes a USTAR or GNU header block the way archive/tar
+// does, or reports !ok for anything it would treat specially. size is the
+// number of data bytes that follow (0 for header-only types).
+func parseFastHeader(h []byte) (typ byte, name string, size int64, ok bool) {
+	sum := blockSum(h) - blockSum8(h[148:156]) + 8*' '
+	chk, ok := fastOctal(h[148:156])
+	if !ok || chk != sum {
+		return 0, "", 0, false
+	}
+	ustar := string(h[257:263]) == "ustar\x00" && string(h[263:265]) == "00"
+	gnu := string(h[257:263]) == "ustar " && string(h[263:265]) == " \x00"
+	if !ustar && !gnu {
+		return 0, "", 0, false
+	}
+	if ustar && string(h[508:512]) == "tar\x00" { // star
+		return 0, "", 0, false
+	}
+	for _, f := range [][2]int{{100, 108}, {108, 116}, {116, 124}, {136, 148}, {329, 337}, {337, 345}} {
+		if _, ok := fastOctal(h[f[0]:f[1]]); !ok {
+			return 0, "", 0, false
+		}
+	}
+	if gnu {
+		for _, f := range [][2]int{{345, 357}, {357, 369}} {
+			if h[f[0]] != 0 {
+				if _, ok := fastOctal(h[f[0]:f[1]]); !ok {
+					return 0, "", 0, false
+				}
+			}
+		}
+	}
+	size, ok = fastOctal(h[124:136])
+	if !ok {
+		return 0, "", 0, false
+	}
+	name = cString(h[0:100])
+	if ustar {
+		if p := cString(h[345:500]); p != "" {
+			name = p + "/" + name
+		}
+	}
+	typ = h[156]
+	switch typ {
+	case tar.TypeReg, tar.TypeCont:
+	case tar.TypeRegA:
+		typ = tar.TypeReg
+		if len(name) > 0 && name[len(name)-1] == '/' {
+			typ, size = tar.TypeDir, 0
+		}
+	case tar.TypeLink, tar.TypeSymlink, tar.TypeChar, tar.TypeBlock, tar.TypeDir, tar.TypeFifo:
+		size = 0 // header-only: archive/tar skips no data for them
+	default:
+		return 0, "", 0, false
+	}
+	return typ, name, size, true
+}
+
+// fastOctal parses a numeric field as archive/tar's parseOctal does, but
+// only the plain octal form (no base-256).
+func fastOctal(b []byte) (int64, bool) {
+	if len(b) > 0 && b[0]&0x80 != 0 {
+		return 0, false
+	}
+	i, j := 0, len(b)
+	for i < j && (b[i] == ' ' || b[i] == 0) {
+		i++
+	}
+	for j > i && (b[j-1] == ' ' || b[j-1] == 0) {
+		j--
+	}
+	var n int64
+	for _, c := range b[i:j] {
+		if c < '0' || c > '7' || n > 1<<58 {
+			return 0, false
+		}
+		n = n*8 + int64(c-'0')
+	}
+	return n, true
+}
+
+// cString returns b up to its first NUL.
+func cString(b []byte) string {
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}
+
+// blockSum returns the sum of the bytes of a 512-byte block, eight at a
+// time.
+func blockSum(h []byte) int64 {
+	const lo = 0x00ff00ff00ff00ff
+	var acc uint64
+	for i := 0; i+8 <= len(h); i += 8 {
+		x := binary.LittleEndian.Uint64(h[i:])
+		acc += x&lo + (x>>8)&lo // four 16-bit lanes; 64 words cannot overflow them
+	}
+	acc = acc&0x0000ffff0000ffff + (acc>>16)&0x0000ffff0000ffff
+	return int64(acc&0xffffffff + acc>>32)
+}
+
+func blockSum8(b []byte) int64 {
+	var n int64
+	for _, c := range b {
+		n += int64(c)
+	}
+	return n
+}

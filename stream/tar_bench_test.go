@@ -1,0 +1,208 @@
+package stream_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/format/mds"
+	"github.com/sluicedata/sluice/format/wds"
+	"github.com/sluicedata/sluice/plan"
+	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/filestore"
+	"github.com/sluicedata/sluice/storage/s3store"
+	"github.com/sluicedata/sluice/stream"
+)
+
+// benchSample is sample i of the benchmarks: a payload-byte "jpg" and a
+// "cls".
+func benchSample(i, payload int) (string, []byte, []byte) {
+	body := make([]byte, payload)
+	for j := range body {
+		body[j] = byte(i*31 + j)
+	}
+	return fmt.Sprintf("s%08d", i), body, []byte(fmt.Sprint(i % 1000))
+}
+
+// writeBenchTars writes samples into tars of about shardBytes each in dir,
+// and returns their keys.
+func writeBenchTars(b testing.TB, dir string, samples, payload int, shardBytes int) []string {
+	b.Helper()
+	var keys []string
+	var buf bytes.Buffer
+	w := wds.NewWriter(&buf)
+	flush := func() {
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+		k := fmt.Sprintf("shard-%06d.tar", len(keys))
+		if err := os.WriteFile(filepath.Join(dir, k), buf.Bytes(), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		keys = append(keys, k)
+		buf.Reset()
+		w = wds.NewWriter(&buf)
+	}
+	for i := range samples {
+		key, jpg, cls := benchSample(i, payload)
+		if err := w.Write(key, map[string][]byte{"jpg": jpg, "cls": cls}); err != nil {
+			b.Fatal(err)
+		}
+		if buf.Len() >= shardBytes {
+			flush()
+		}
+	}
+	if buf.Len() > 0 {
+		flush()
+	}
+	return keys
+}
+
+// BenchmarkWarmTarVsMDS reads one epoch of the same samples (20 KB jpg +
+// cls) from a warm local tar dataset and from the same samples in MDS,
+// through the Go API: records (views) and decoded samples.
+func BenchmarkWarmTarVsMDS(b *testing.B) {
+	const samples, payload = 20_000, 20 << 10
+	tarDir, mdsDir := b.TempDir(), b.TempDir()
+	keys := writeBenchTars(b, tarDir, samples, payload, 64<<20)
+	fb, err := filestore.New(tarDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	idx, err := stream.BuildTarIndex(context.Background(), fb, keys, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tarDir, format.IndexFile), format.AppendIndex(nil, idx), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	mw, err := mds.NewWriter(mdsDir, &mds.WriterOptions{Columns: map[string]string{"__key__": "str", "jpg": "bytes", "cls": "bytes"}, SizeLimit: 64 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range samples {
+		key, jpg, cls := benchSample(i, payload)
+		if err := mw.Write(format.Sample{"__key__": key, "jpg": jpg, "cls": cls}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := mw.Finish(); err != nil {
+		b.Fatal(err)
+	}
+	for _, kind := range []string{"tar", "mds"} {
+		for _, decode := range []bool{false, true} {
+			name := kind + "-record"
+			if decode {
+				name = kind + "-sample"
+			}
+			b.Run(name, func(b *testing.B) {
+				dir := tarDir
+				if kind == "mds" {
+					dir = mdsDir
+				}
+				ds, err := stream.Open(context.Background(), &stream.Options{Local: dir, BatchSize: 32})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer ds.Close()
+				read := func() int64 {
+					ep, err := ds.NewEpoch(context.Background(), plan.World{Nodes: 1, RanksPerNode: 1}, 1)
+					if err != nil {
+						b.Fatal(err)
+					}
+					it, err := ep.RankIter(context.Background())
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer it.Close()
+					var n int64
+					for it.Next() {
+						if decode {
+							s, err := it.Sample()
+							if err != nil {
+								b.Fatal(err)
+							}
+							if len(s["jpg"].([]byte)) != payload {
+								b.Fatal("short jpg")
+							}
+						} else if len(it.Record()) < payload {
+							b.Fatal("short record")
+						}
+						n++
+					}
+					if err := it.Err(); err != nil {
+						b.Fatal(err)
+					}
+					return n
+				}
+				read() // warm
+				b.ReportAllocs()
+				var n int64
+				b.ResetTimer()
+				for b.Loop() {
+					n += read()
+				}
+				b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "samples/s")
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/sample")
+			})
+		}
+	}
+}
+
+// BenchmarkTarIndexBuild indexes 64 MB tars of 20 KB members from the
+// loopback S3 server (SLUICE_TEST_S3_*; skipped without one) and from a
+// local directory, and reports tars/s.
+func BenchmarkTarIndexBuild(b *testing.B) {
+	shards := 16
+	if v := os.Getenv("SLUICE_BENCH_TARS"); v != "" {
+		fmt.Sscan(v, &shards)
+	}
+	src := b.TempDir()
+	keys := writeBenchTars(b, src, shards*64<<20/(20<<10+1536), 20<<10, 64<<20)
+	buckets := map[string]storage.Bucket{}
+	fb, err := filestore.New(src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buckets["filestore"] = fb
+	if ep := os.Getenv("SLUICE_TEST_S3_ENDPOINT"); ep != "" {
+		bk, err := s3store.New(context.Background(), os.Getenv("SLUICE_TEST_S3_BUCKET"),
+			fmt.Sprintf("bench/tarindex-%d", time.Now().UnixNano()), &s3store.Options{
+				Endpoint: ep, Region: os.Getenv("SLUICE_TEST_S3_REGION"),
+				Credentials: credentials.NewStaticCredentialsProvider(
+					os.Getenv("SLUICE_TEST_S3_ACCESS_KEY"), os.Getenv("SLUICE_TEST_S3_SECRET_KEY"), ""),
+			})
+		if err != nil {
+			b.Fatal(err)
+		}
+		uploadDir(b, src, bk)
+		buckets["s3"] = bk
+	}
+	for _, name := range []string{"filestore", "s3"} {
+		bk, ok := buckets[name]
+		if !ok {
+			continue
+		}
+		b.Run(name, func(b *testing.B) {
+			reg := &storage.Registry{}
+			reg.Register("bench", func(context.Context, *url.URL) (storage.Bucket, error) { return bk, nil })
+			var n int
+			for b.Loop() {
+				idx, err := stream.BuildTarIndex(context.Background(), bk, keys, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n += len(idx.Shards)
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tars/s")
+		})
+	}
+}
