@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/bits"
 	"sort"
+	"sync"
+	"sync/atomic"
 
 	"github.com/sluicedata/sluice/nprand"
 )
@@ -368,19 +370,49 @@ func (s *naive) fill(dst []int64, pos int64) {
 }
 
 // py1s: each span's IDs shuffled in place with the epoch generator.
+// The checkpoints are drawn per canonical node on first use, in order (the
+// generator runs through the nodes in order), so a low node's first fill
+// does not replay the whole epoch.
 type py1s struct {
 	l  *layout
 	ck []nprand.Generator // epoch generator before each span's shuffle
+	lz lazyNodes
 }
 
 func newPy1s(l *layout) *py1s {
 	s := &py1s{l: l, ck: make([]nprand.Generator, len(l.spans))}
 	g := l.epoch
-	for i, sp := range l.spans {
-		s.ck[i] = g
-		g.SkipShuffle(int(sp.size()))
+	s.lz.prepare = func(c int) {
+		for i := l.nodeSpan[c]; i < l.nodeSpan[c+1]; i++ {
+			s.ck[i] = g
+			g.SkipShuffle(int(l.spans[i].size()))
+		}
 	}
 	return s
+}
+
+// lazyNodes prepares canonical nodes 0..c on demand, in order, once.
+type lazyNodes struct {
+	mu       sync.Mutex
+	prepared atomic.Int32
+	prepare  func(c int) // called under mu for c = prepared, prepared+1, ...
+}
+
+func (z *lazyNodes) ready(c int) {
+	if int(z.prepared.Load()) > c {
+		return
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	for n := int(z.prepared.Load()); n <= c; n++ {
+		z.prepare(n)
+		z.prepared.Store(int32(n + 1))
+	}
+}
+
+// nodeAt returns the canonical node holding position pos (< n).
+func (l *layout) nodeAt(pos int64) int {
+	return sort.Search(len(l.nodeSpan)-1, func(c int) bool { return l.spanPos[l.nodeSpan[c+1]] > pos })
 }
 
 // shuffledSpan returns span sp's IDs shuffled with a copy of g, in buf.
@@ -395,6 +427,7 @@ func shuffledSpan(buf []int64, sp span, g nprand.Generator) []int64 {
 
 func (s *py1s) fill(dst []int64, pos int64) {
 	l := s.l
+	s.lz.ready(l.nodeAt(pos + int64(len(dst)) - 1))
 	i := l.spanAt(pos)
 	var buf []int64
 	for len(dst) > 0 {
@@ -419,6 +452,24 @@ type blocks struct {
 	cStart []int64            // chain k covers positions [cStart[k], cStop[k])
 	cStop  []int64
 	cFirst []int // first block of chain k; chain k's blocks are cFirst[k]..cFirst[k+1]-1
+
+	// Nodes are laid out in blocks and checkpointed on first use, in order
+	// (prepare appends node c's blocks); mu also guards the slices above
+	// while a node is appended (fill reads a snapshot of them).
+	mu       sync.Mutex
+	prepared int
+	prepare  func(c int)
+}
+
+// ready lays out nodes 0..c if they are not yet and returns the blocks
+// (a consistent snapshot: later nodes only append).
+func (b *blocks) ready(c int) blocks {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for ; b.prepared <= c; b.prepared++ {
+		b.prepare(b.prepared)
+	}
+	return blocks{l: b.l, start: b.start, stop: b.stop, ck: b.ck, chain: b.chain, cStart: b.cStart, cStop: b.cStop, cFirst: b.cFirst}
 }
 
 // add records a block; blocks of one node must be added in shuffle order and
@@ -447,6 +498,12 @@ func (b *blocks) checkpoint(from int, g *nprand.Generator) {
 }
 
 func (b *blocks) fill(dst []int64, pos int64) {
+	v := b.ready(b.l.nodeAt(pos + int64(len(dst)) - 1))
+	v.fillReady(dst, pos)
+}
+
+// fillReady is fill on a snapshot whose nodes cover [pos, pos+len(dst)).
+func (b *blocks) fillReady(dst []int64, pos int64) {
 	b.l.fillIdentity(dst, pos)
 	end := pos + int64(len(dst))
 	// First chain that may overlap: last chain starting at or before pos.
@@ -479,7 +536,7 @@ func (b *blocks) fill(dst []int64, pos int64) {
 func newPy1b(l *layout, bs int64) *blocks {
 	b := &blocks{l: l}
 	g := l.epoch
-	for c := range len(l.nodeSpan) - 1 {
+	b.prepare = func(c int) {
 		ns, nstop := l.spanPos[l.nodeSpan[c]], l.spanPos[l.nodeSpan[c+1]]
 		from := len(b.start)
 		for st := ns; st < nstop; st += bs {
@@ -498,7 +555,7 @@ func newPy1br(l *layout, lo, hi int64) *blocks {
 	for c := range stagger {
 		stagger[c] = int64(g.Bounded(uint64(lo - 1)))
 	}
-	for c := range ncn {
+	b.prepare = func(c int) {
 		ns, nstop := l.spanPos[l.nodeSpan[c]], l.spanPos[l.nodeSpan[c+1]]
 		from := len(b.start)
 		s := stagger[c]

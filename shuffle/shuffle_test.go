@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -260,4 +261,42 @@ func ExampleShuffle_Fill() {
 	}
 	fmt.Println(b, e, ids)
 	// Output: 7 14 [13 12 2 0 6 1 7]
+}
+
+// TestLazyNodesConcurrent fills every canonical node's positions from
+// its own goroutine, the high nodes first, for each algorithm that
+// prepares nodes on first use: the result must be Get's.
+func TestLazyNodesConcurrent(t *testing.T) {
+	sizes := make([]int64, 120)
+	for i := range sizes {
+		sizes[i] = 300 + int64(i%11)
+	}
+	for _, algo := range []string{shuffle.Py1s, shuffle.Py1b, shuffle.Py1br, shuffle.Py1e} {
+		p := shuffle.Params{Algo: algo, UnitSizes: sizes, NumCanonicalNodes: 6, Seed: 3, Epoch: 1, BlockSize: 2000}
+		want, err := shuffle.Get(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := shuffle.New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := int64(len(want))
+		got := make([]int64, n)
+		var wg sync.WaitGroup
+		for c := int64(5); c >= 0; c-- {
+			lo, hi := n*c/6, n*(c+1)/6
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := s.Fill(got[lo:hi], lo); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: concurrent fills differ from Get", algo)
+		}
+	}
 }
