@@ -65,6 +65,39 @@ type Options struct {
 	// WaitTimeout bounds every wait: for space, for another process's
 	// download of the same shard, for locks. Zero means 10 minutes.
 	WaitTimeout time.Duration
+	// LockTimeout bounds the wait for the directory-wide lock, which is
+	// only ever held for short work: a process holding it longer is hung
+	// or hostile, and the error names it (pid and command, from
+	// /proc/locks) instead of waiting for WaitTimeout. Zero means 10s.
+	LockTimeout time.Duration
+	// SharedGroup makes the cache usable by every member of its
+	// directory's group: directories 0770 with the set-group-ID bit (new
+	// files inherit the group), files 0660. The default is owner-only:
+	// directories 0700, files 0600, so other local users can neither read
+	// cached data nor take the cache's locks.
+	SharedGroup bool
+}
+
+// Permissions of the cache's directories and files.
+const (
+	privateDirMode  = 0o700
+	privateFileMode = 0o600
+	sharedDirMode   = 0o770 | os.ModeSetgid
+	sharedFileMode  = 0o660
+)
+
+func (o *Options) dirMode() os.FileMode {
+	if o.SharedGroup {
+		return sharedDirMode
+	}
+	return privateDirMode
+}
+
+func (o *Options) fileMode() os.FileMode {
+	if o.SharedGroup {
+		return sharedFileMode
+	}
+	return privateFileMode
 }
 
 func (o *Options) withDefaults() Options {
@@ -78,6 +111,10 @@ func (o *Options) withDefaults() Options {
 	if r.WaitTimeout <= 0 {
 		r.WaitTimeout = 10 * time.Minute
 	}
+	if r.LockTimeout <= 0 {
+		r.LockTimeout = 10 * time.Second
+	}
+	r.LockTimeout = min(r.LockTimeout, r.WaitTimeout)
 	return r
 }
 
@@ -175,18 +212,25 @@ func Open(ctx context.Context, dir string, opts *Options) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cache %s: %w", dir, err)
 	}
-	if err := os.MkdirAll(filepath.Join(abs, metaDir, "locks"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(abs, metaDir, "locks"), o.dirMode()); err != nil {
 		return nil, fmt.Errorf("cache %s: %w", abs, err)
 	}
-	lf, err := os.OpenFile(filepath.Join(abs, metaDir, "lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	// A cache made by an older version (0755/0644) is tightened where this
+	// user owns it.
+	for _, d := range []string{abs, filepath.Join(abs, metaDir), filepath.Join(abs, metaDir, "locks")} {
+		tighten(d, o.dirMode())
+	}
+	lf, err := os.OpenFile(filepath.Join(abs, metaDir, "lock"), os.O_RDWR|os.O_CREATE, o.fileMode())
 	if err != nil {
 		return nil, fmt.Errorf("cache %s: %w", abs, err)
 	}
-	uf, err := os.OpenFile(filepath.Join(abs, metaDir, "usage"), os.O_RDWR|os.O_CREATE, 0o644)
+	uf, err := os.OpenFile(filepath.Join(abs, metaDir, "usage"), os.O_RDWR|os.O_CREATE, o.fileMode())
 	if err != nil {
 		lf.Close()
 		return nil, fmt.Errorf("cache %s: %w", abs, err)
 	}
+	tighten(lf.Name(), o.fileMode())
+	tighten(uf.Name(), o.fileMode())
 	bg, cancel := context.WithCancel(context.Background())
 	c := &Cache{
 		dir: abs, opts: o, lockFile: lf, usageFile: uf, bg: bg, cancel: cancel,
@@ -246,7 +290,7 @@ func (c *Cache) Close() error {
 func (c *Cache) locked(ctx context.Context, fn func() error) error {
 	c.glock.Lock()
 	defer c.glock.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, c.opts.WaitTimeout)
+	ctx, cancel := context.WithTimeout(ctx, c.opts.LockTimeout)
 	defer cancel()
 	if err := lockWait(ctx, c.lockFile, true); err != nil {
 		return fmt.Errorf("cache %s: %w", c.dir, err)
@@ -395,7 +439,7 @@ func (c *Cache) WriteFile(ctx context.Context, rel string, data []byte) error {
 		return fmt.Errorf("cache %s: %w", c.dir, err)
 	}
 	p := filepath.Join(c.dir, filepath.FromSlash(rel))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(p), c.opts.dirMode()); err != nil {
 		return fmt.Errorf("cache %s: %w", c.dir, err)
 	}
 	n := int64(len(data))
@@ -404,7 +448,7 @@ func (c *Cache) WriteFile(ctx context.Context, rel string, data []byte) error {
 	defer cancel()
 	err := c.reserve(wctx, n, 0, true, nil, -1, func() error {
 		var err error
-		f, err = os.OpenFile(p+partSuffix, os.O_RDWR|os.O_CREATE, 0o644)
+		f, err = os.OpenFile(p+partSuffix, os.O_RDWR|os.O_CREATE, c.opts.fileMode())
 		if err != nil {
 			return err
 		}

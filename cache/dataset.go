@@ -180,7 +180,7 @@ func (c *Cache) Add(ctx context.Context, src *Source) (*Dataset, error) {
 		c: c, src: s, dir: dir,
 		remote: s.Bucket != nil, st: make([]shardState, len(s.Shards)),
 	}
-	if err := os.MkdirAll(d.dir, 0o755); err != nil {
+	if err := os.MkdirAll(d.dir, d.c.opts.dirMode()); err != nil {
 		return nil, fmt.Errorf("cache %s: %w", c.dir, err)
 	}
 	if d.remote {

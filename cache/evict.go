@@ -219,7 +219,7 @@ func (c *Cache) evict(need, distance int64, demand bool, self *Dataset, selfShar
 func (d *Dataset) evictShard(shard int) int64 {
 	c := d.c
 	files := d.src.Shards[shard].Files
-	lf, err := os.OpenFile(d.lockPath(shard), os.O_RDWR|os.O_CREATE, 0o644)
+	lf, err := os.OpenFile(d.lockPath(shard), os.O_RDWR|os.O_CREATE, d.c.opts.fileMode())
 	if err != nil {
 		return 0
 	}

@@ -93,7 +93,7 @@ func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand b
 		return err
 	}
 	// Cross-process single flight: one fetcher per shard per node.
-	lf, err := os.OpenFile(d.lockPath(shard), os.O_RDWR|os.O_CREATE, 0o644)
+	lf, err := os.OpenFile(d.lockPath(shard), os.O_RDWR|os.O_CREATE, d.c.opts.fileMode())
 	if err != nil {
 		return fmt.Errorf("cache: fetch %s: %w", d.where(files[0].Raw), err)
 	}
@@ -120,7 +120,7 @@ func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand b
 			return nil
 		}
 		if err := bo.wait(wctx, nil); err != nil {
-			return fmt.Errorf("cache: waiting for another process to fetch %s: %w", d.where(files[0].Raw), err)
+			return fmt.Errorf("cache: waiting for another process to fetch %s (lock %s%s): %w", d.where(files[0].Raw), lf.Name(), holders(lf), err)
 		}
 	}
 	if steps, err = d.plan(shard); err != nil || len(steps) == 0 {
@@ -257,12 +257,12 @@ func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand b
 // Call under the directory lock.
 func (d *Dataset) newPart(parts *[]*part, rel string, size int64) error {
 	p := d.path(rel) + partSuffix
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(p), d.c.opts.dirMode()); err != nil {
 		return err
 	}
 	// A leftover part here belongs to a dead process: we hold the shard's
 	// fetch lock. Its bytes were counted; the next recount settles that.
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, d.c.opts.fileMode())
 	if err != nil {
 		return err
 	}

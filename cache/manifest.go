@@ -51,11 +51,11 @@ func (d *Dataset) writeManifest() error {
 	if old, err := os.ReadFile(p); err == nil && string(old) == string(b) {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(p), d.c.opts.dirMode()); err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
 	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	if err := os.WriteFile(tmp, b, d.c.opts.fileMode()); err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
 	if err := os.Rename(tmp, p); err != nil {

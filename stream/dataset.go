@@ -96,7 +96,7 @@ func Open(ctx context.Context, opts *Options) (_ *Dataset, err error) {
 			if root == "" {
 				root = defaultLocal(streams)
 			}
-			c, err := cache.Open(ctx, root, &cache.Options{Limit: o.CacheLimit, WaitTimeout: o.WaitTimeout})
+			c, err := cache.Open(ctx, root, &cache.Options{Limit: o.CacheLimit, WaitTimeout: o.WaitTimeout, SharedGroup: o.CacheSharedGroup})
 			if err != nil {
 				return nil, fmt.Errorf("stream: %w", err)
 			}

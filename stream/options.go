@@ -119,6 +119,11 @@ type Options struct {
 	// Zero means 64; negative means no bound.
 	MaxInFlight int
 
+	// CacheSharedGroup makes the cache Open creates usable by the group
+	// of its directory (0770 directories with set-group-ID, 0660 files)
+	// instead of its owner alone (0700/0600). Ignored when Cache is set.
+	CacheSharedGroup bool
+
 	// WaitTimeout bounds every wait for a shard (space, another process's
 	// download). Zero means 10 minutes. Ignored when Cache is set.
 	WaitTimeout time.Duration
