@@ -41,6 +41,8 @@ type Dataset struct {
 	world   *plan.World // the world of the last NewEpoch
 
 	stats counters
+	// tarIndex keeps the scanned layout of tar shards between opens.
+	tarIndex tarIndexCache
 }
 
 // streamState is one opened stream.

@@ -142,11 +142,11 @@ func (d *Dataset) open(ctx context.Context, shard int, early bool) (*openShard, 
 		if ref.info.RawMeta != nil {
 			meta = l.ReadPath(1)
 		}
-		r, err := openFormat(l.ReadPath(0), meta, ref.info)
+		r, err := d.openFormat(l.ReadPath(0), meta, ref.info)
 		if errors.Is(err, fs.ErrNotExist) {
 			// Renamed meanwhile: the same bytes are now in place.
 			if err = l.Committed(ctx); err == nil {
-				r, err = openFormat(o.path, o.meta, ref.info)
+				r, err = d.openFormat(o.path, o.meta, ref.info)
 			}
 		}
 		if err != nil {
@@ -167,7 +167,7 @@ func (d *Dataset) open(ctx context.Context, shard int, early bool) (*openShard, 
 			}
 		}
 	}
-	r, err := openFormat(o.path, o.meta, ref.info)
+	r, err := d.openFormat(o.path, o.meta, ref.info)
 	if err != nil {
 		o.close()
 		return nil, false, fmt.Errorf("stream: shard %d: %w", shard, err)
@@ -178,7 +178,7 @@ func (d *Dataset) open(ctx context.Context, shard int, early bool) (*openShard, 
 
 // openFormat opens a raw shard file of any supported format; meta is the
 // raw meta file of the split formats.
-func openFormat(path, meta string, info *format.ShardInfo) (format.Shard, error) {
+func (d *Dataset) openFormat(path, meta string, info *format.ShardInfo) (format.Shard, error) {
 	switch info.Format {
 	case "mds":
 		return mds.OpenFile(path, info)
@@ -187,7 +187,7 @@ func openFormat(path, meta string, info *format.ShardInfo) (format.Shard, error)
 	case xsv.CSV, xsv.TSV, xsv.XSV:
 		return xsv.OpenFiles(path, meta, info)
 	case wds.Format:
-		return wds.OpenFile(path, info, nil)
+		return d.tarIndex.open(path, info)
 	default:
 		return nil, fmt.Errorf("%s: shard format %q is not supported for streaming", path, info.Format)
 	}

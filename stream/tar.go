@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/format/wds"
 	"github.com/sluicedata/sluice/storage"
 )
 
@@ -111,4 +114,41 @@ func (d *Dataset) ShardURL(shard int) string {
 		return filepath.Join(st.dir, filepath.FromSlash(ref.info.RawData.Basename))
 	}
 	return strings.TrimPrefix(st.bucket.URL(ref.info.RawData.Basename), "file://")
+}
+
+// tarIndexCache keeps each tar shard file's scanned sample layout, keyed by
+// path and checked against its size and modification time, so that
+// reopening a shard (every epoch, every random access after its last reader
+// closed it) does not scan its headers again. It holds at most one entry
+// per shard file of the dataset (about 100 bytes per sample).
+type tarIndexCache struct {
+	m sync.Map // path → tarIndexEntry
+}
+
+type tarIndexEntry struct {
+	size, mtime int64
+	idx         *wds.FileIndex
+}
+
+func (c *tarIndexCache) open(path string, info *format.ShardInfo) (*wds.File, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	want := tarIndexEntry{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	var idx *wds.FileIndex
+	if v, ok := c.m.Load(path); ok {
+		if e := v.(tarIndexEntry); e.size == want.size && e.mtime == want.mtime {
+			idx = e.idx
+		}
+	}
+	f, err := wds.OpenFileIndexed(path, info, nil, idx)
+	if err != nil {
+		return nil, err
+	}
+	if idx == nil {
+		want.idx = f.Index()
+		c.m.Store(path, want)
+	}
+	return f, nil
 }

@@ -30,6 +30,24 @@ type File struct {
 // mismatch, like any malformed archive, is an error matching ErrCorrupt and
 // format.ErrCorrupt. opts may be nil.
 func OpenFile(path string, info *format.ShardInfo, opts *ReaderOptions) (*File, error) {
+	return OpenFileIndexed(path, info, opts, nil)
+}
+
+// FileIndex is the scanned sample layout of a File, to open the same
+// bytes again without scanning (see OpenFileIndexed). It holds no file.
+type FileIndex struct {
+	size    int64
+	samples []sampleSpan
+}
+
+// Index returns the file's sample layout.
+func (f *File) Index() *FileIndex { return &FileIndex{size: f.m.Len(), samples: f.sh.samples} }
+
+// OpenFileIndexed is OpenFile reusing idx, the Index of an earlier File
+// of the same bytes, instead of scanning the headers again. The caller
+// vouches that the file is unchanged (same path, size and modification
+// time); the size and sample count are checked again. A nil idx scans.
+func OpenFileIndexed(path string, info *format.ShardInfo, opts *ReaderOptions, idx *FileIndex) (*File, error) {
 	m, err := mmap.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("wds: open shard: %w", err)
@@ -43,8 +61,10 @@ func OpenFile(path string, info *format.ShardInfo, opts *ReaderOptions) (*File, 
 				Reason: fmt.Sprintf("file has %d bytes, the index says %d", m.Len(), info.RawData.Bytes)}
 		}
 	}
-	sh, err := OpenShardBytes(m.Bytes(), opts)
-	if err != nil {
+	var sh *Shard
+	if idx != nil && idx.size == m.Len() {
+		sh = &Shard{r: bytes.NewReader(m.Bytes()), size: m.Len(), samples: idx.samples}
+	} else if sh, err = OpenShardBytes(m.Bytes(), opts); err != nil {
 		m.Close()
 		return nil, withShard(err, name)
 	}
