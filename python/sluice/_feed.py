@@ -60,8 +60,9 @@ def eligible(loader, dataset_cls):
     StreamingDataset whose iteration is Sluice's own (a subclass that
     overrides __iter__, or that expects a worker_init_fn or another
     multiprocessing context, keeps the processes), fed through automatic
-    batching. With SLUICE_FEED=auto the collate function must also be
-    torch's default one (a user's collate may hold the GIL in Python code,
+    batching. With SLUICE_FEED=auto the loader must also have workers
+    (num_workers=0 keeps torch's synchronous loop) and torch's default
+    collate function (a user's collate may hold the GIL in Python code,
     where processes are faster); SLUICE_FEED=threads takes any.
     """
     m = mode()
@@ -78,6 +79,9 @@ def eligible(loader, dataset_cls):
     if not loader._auto_collation or loader.batch_size is None:
         return False
     if m == "auto":
+        # num_workers=0 asks for torch's synchronous in-process loop: keep it.
+        if loader.num_workers == 0:
+            return False
         from torch.utils.data._utils.collate import default_collate
 
         fn = getattr(loader.collate_fn, "fn", loader.collate_fn)

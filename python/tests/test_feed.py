@@ -143,6 +143,11 @@ class FeedTest(helpers.AgentCase):
             self.assertFalse(_feed.eligible(sub, sluice.StreamingDataset))
             os.environ["SLUICE_FEED"] = "threads"
             self.assertTrue(_feed.eligible(custom, sluice.StreamingDataset))
+            os.environ["SLUICE_FEED"] = "auto"
+            sync = sluice.StreamingDataLoader(self.dataset("j"), batch_size=32, num_workers=0)
+            self.assertFalse(_feed.eligible(sync, sluice.StreamingDataset))
+            os.environ["SLUICE_FEED"] = "threads"
+            self.assertTrue(_feed.eligible(sync, sluice.StreamingDataset))
             os.environ["SLUICE_FEED"] = "workers"
             self.assertFalse(_feed.eligible(loader, sluice.StreamingDataset))
         finally:
