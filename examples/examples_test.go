@@ -201,8 +201,8 @@ func TestSlurmTrain(t *testing.T) {
 			"SLURM_NNODES": strconv.Itoa(nodes), "SLURM_NTASKS_PER_NODE": strconv.Itoa(tasks), "SLURM_LOCALID": "0",
 			"SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0", "SLURM_JOB_NODELIST": "gpu[01-02]"}
 		args := words(commandLine(t, script, "torchrun"), slurm)
-		nnodes, nproc := atoi(t, flagValue(t, args, "--nnodes")), atoi(t, flagValue(t, args, "--nproc-per-node"))
-		if nnodes != nodes || flagValue(t, args, "--rdzv-backend") != "c10d" || flagValue(t, args, "--rdzv-id") != "4242" {
+		nnodes, nproc := atoi(t, flagValue(t, args, "--nnodes")), atoi(t, flagValue(t, args, "--nproc_per_node"))
+		if nnodes != nodes || flagValue(t, args, "--rdzv_backend") != "c10d" || flagValue(t, args, "--rdzv_id") != "4242" {
 			t.Fatalf("torchrun line %q", args)
 		}
 		envs = append(envs, torchrunEnvs(slurm, node, nnodes, nproc, "4242")...)
@@ -374,7 +374,7 @@ func TestPyTorchJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if atoi(t, flagValue(t, c.Command, "--nnodes")) != pods || atoi(t, flagValue(t, c.Command, "--nproc-per-node")) != nproc {
+	if atoi(t, flagValue(t, c.Command, "--nnodes")) != pods || atoi(t, flagValue(t, c.Command, "--nproc_per_node")) != nproc {
 		t.Fatalf("configs/train.yaml runs %q; the PyTorchJob has %d pods × %d", c.Command, pods, nproc)
 	}
 	var envs []map[string]string

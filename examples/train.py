@@ -6,7 +6,7 @@ file's dataset: section, the hyperparameters from its training: section;
 rank and world come from the launcher's environment (torchrun, Slurm,
 Kubernetes, Open MPI).
 
-    SLUICE_CONFIG=examples/configs/train.yaml torchrun --nproc-per-node 2 examples/train.py
+    SLUICE_CONFIG=examples/configs/train.yaml torchrun --nproc_per_node 2 examples/train.py
 """
 
 import json
