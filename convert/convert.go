@@ -67,7 +67,11 @@ func Run(ctx context.Context, opts *Options) (*Report, error) {
 		return finishedRun(ctx, out, r, fp, lay)
 	}
 
-	src, err := input.Open(ctx, r.Input, &input.Options{Registry: r.Registry, Format: r.Format, Part: r.Part, TempDir: r.TempDir, Columns: lay.names(), ImageEncoding: r.ImageEncoding})
+	read := lay.names()
+	for _, t := range r.Tokenize {
+		read = append(read, t.Column)
+	}
+	src, err := input.Open(ctx, r.Input, &input.Options{Registry: r.Registry, Format: r.Format, Part: r.Part, TempDir: r.TempDir, Columns: read, ImageEncoding: r.ImageEncoding})
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +94,9 @@ func Run(ctx context.Context, opts *Options) (*Report, error) {
 	if fetcher != nil {
 		p.fetchCols = p.fetchPlan()
 	}
+	if err := p.loadTokenizers(); err != nil {
+		return nil, err
+	}
 	if err := p.run(ctx); err != nil {
 		return nil, err
 	}
@@ -100,6 +107,30 @@ func Run(ctx context.Context, opts *Options) (*Report, error) {
 // schema, or inference over the first records of the whole input (all
 // parts infer from the same records, so they agree).
 func resolveColumns(ctx context.Context, r *resolved) ([]input.Column, error) {
+	if r.Pack > 0 {
+		return []input.Column{{Name: r.Tokenize[0].Column + IDsSuffix, Encoding: "ndarray:int32"}}, nil
+	}
+	cols, err := resolveInputColumns(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range r.Tokenize {
+		name := t.Column + IDsSuffix
+		found := false
+		for i := range cols {
+			if cols[i].Name == name {
+				cols[i].Encoding, found = "ndarray:int32", true
+			}
+		}
+		if !found {
+			cols = append(cols, input.Column{Name: name, Encoding: "ndarray:int32"})
+		}
+	}
+	return cols, nil
+}
+
+// resolveInputColumns settles the columns that come from the input.
+func resolveInputColumns(ctx context.Context, r *resolved) ([]input.Column, error) {
 	var want []string
 	for _, c := range r.Columns {
 		want = append(want, c.Name)
@@ -162,7 +193,9 @@ type batch struct {
 	reasons []string // skip reason where records[i] is nil
 	fetched int      // fetches attempted
 	fetchOK int
-	nulls   []int64 // null or missing values per layout column
+	nulls   []int64   // null or missing values per layout column
+	tokens  [][]int32 // with --pack: each document's token ids
+	ntokens int64     // without --pack: ids written
 	// err is the batch's first failure (in input order within the batch);
 	// the sequencer returns it when the batch's turn comes, so the error
 	// names the first bad record of the input, not the first worker's.
@@ -173,9 +206,10 @@ type batch struct {
 type shardJob struct {
 	index   int
 	records [][]byte
-	bytes   int64 // sum of record lengths
-	next    int64 // input position after the shard
-	stats   Stats // figures up to next (this shard not yet counted)
+	bytes   int64   // sum of record lengths
+	next    int64   // input position after the shard
+	stats   Stats   // figures up to next (this shard not yet counted)
+	carry   []int32 // packed tokens not in this or earlier shards
 	done    chan shardResult
 	res     shardResult // set by the uploader
 	stored  chan error  // the upload's outcome
@@ -199,9 +233,11 @@ type pipeline struct {
 	fetcher *fetch.Fetcher
 	// fetchCols are the URL columns, in layout order.
 	fetchCols []fetchCol
-	fp        string
-	resume    *resumeState
-	start     time.Time
+	// tokenizers are the --tokenize columns.
+	tokenizers []tokCol
+	fp         string
+	resume     *resumeState
+	start      time.Time
 
 	config    []byte // the shard header's config JSON
 	batchSize int
@@ -433,9 +469,18 @@ func (p *pipeline) process(ctx context.Context, b *batch, row []input.Value, hin
 	}
 	// One callback for the whole batch (a closure per item would allocate).
 	var vals []input.Value
+	texts := make([]input.Value, len(p.tokenizers))
+	if p.r.Pack > 0 {
+		b.tokens = make([][]int32, len(b.items))
+	}
 	set := func(name []byte, v input.Value) error {
 		if k, ok := p.lay.index[string(name)]; ok {
 			vals[k] = v
+		}
+		for j := range p.tokenizers {
+			if p.tokenizers[j].name == string(name) {
+				texts[j] = v
+			}
 		}
 		return nil
 	}
@@ -445,6 +490,7 @@ func (p *pipeline) process(ctx context.Context, b *batch, row []input.Value, hin
 			vals = rows[i*ncols : (i+1)*ncols]
 		}
 		clear(vals)
+		clear(texts)
 		err := p.src.Decode(ctx, &b.items[i], set)
 		if err != nil {
 			var skip *input.SkipError
@@ -460,6 +506,19 @@ func (p *pipeline) process(ctx context.Context, b *batch, row []input.Value, hin
 				continue
 			}
 			return fmt.Errorf("convert: %w", err)
+		}
+		if len(p.tokenizers) > 0 {
+			reason, err := p.tokenizeRow(b, i, texts, vals)
+			if err != nil {
+				return err
+			}
+			if reason != "" {
+				b.reasons[i] = reason
+				continue
+			}
+			if p.r.Pack > 0 {
+				continue // the sequencer packs b.tokens
+			}
 		}
 		for k := range vals {
 			if vals[k].Kind == input.Null {
@@ -485,102 +544,6 @@ func (p *pipeline) process(ctx context.Context, b *batch, row []input.Value, hin
 		if err := encode(i, rows[i*ncols:(i+1)*ncols]); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// sequence takes batches in input order, assigns records to shards with
-// MosaicML's size accounting and hands complete shards to builders.
-func (p *pipeline) sequence(ctx context.Context, results <-chan *batch, window <-chan struct{}, commits chan<- *shardJob, buildSem chan struct{}) error {
-	pending := map[int64]*batch{}
-	var next int64
-	stats := p.stats.clone()
-	pos := p.resume.next
-	shard := len(p.infos)
-	base := int64(8 + len(p.config))
-	size := base
-	var recs [][]byte
-	var recBytes int64
-
-	flush := func() error {
-		job := &shardJob{index: shard, records: recs, bytes: recBytes, next: pos, stats: stats.clone(), done: make(chan shardResult, 1)}
-		select {
-		case buildSem <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		go func() {
-			defer func() { <-buildSem }()
-			job.done <- p.build(job)
-		}()
-		select {
-		case commits <- job:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		shard++
-		recs, recBytes, size = nil, 0, base
-		return nil
-	}
-	for b := range results {
-		pending[b.seq] = b
-		for {
-			cur, ok := pending[next]
-			if !ok {
-				break
-			}
-			delete(pending, next)
-			next++
-			<-window
-			if cur.err != nil {
-				return cur.err
-			}
-			for k, n := range cur.nulls {
-				if n > 0 {
-					if stats.Nulls == nil {
-						stats.Nulls = map[string]int64{}
-					}
-					stats.Nulls[p.lay.cols[k].name] += n
-				}
-			}
-			for i, rec := range cur.records {
-				if rec == nil {
-					stats.Failures[cur.reasons[i]]++
-					stats.SamplesIn++
-					pos++
-					p.read.Add(1)
-					p.skipped.Add(1)
-					continue
-				}
-				n := int64(len(rec))
-				if p.r.sizeLimit > 0 && size+n+4 > p.r.sizeLimit {
-					// MosaicML flushes before a record that does not fit,
-					// even when the shard is empty (spec section 6.3).
-					if err := flush(); err != nil {
-						return err
-					}
-				}
-				if size+n+4 > maxShardBytes {
-					return fmt.Errorf("convert: %s: shard %d would exceed 4 GiB; set a size limit", cur.items[i].Loc(), shard)
-				}
-				recs = append(recs, rec)
-				recBytes += n
-				size += n + 4
-				stats.SamplesIn++
-				stats.SamplesOut++
-				pos++
-				p.read.Add(1)
-			}
-			stats.FetchAttempted += int64(cur.fetched)
-			stats.FetchSucceeded += int64(cur.fetchOK)
-		}
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	p.final = stats // read after the pipeline's Wait
-	if len(recs) > 0 {
-		return flush()
 	}
 	return nil
 }
@@ -655,6 +618,7 @@ func (p *pipeline) journal(ctx context.Context, job *shardJob) error {
 	e := &journalEntry{
 		Version: journalVersion, Fingerprint: p.fp, Shard: job.index, Next: job.next,
 		Stats: st, ElapsedSec: p.resume.elapsed + time.Since(p.start).Seconds(), Index: string(one),
+		Carry: job.carry,
 	}
 	if err := writeJournal(ctx, p.out, p.r.prefix, e); err != nil {
 		return err

@@ -42,6 +42,10 @@ type Stats struct {
 	// FetchAttempted and FetchSucceeded count URL fetches.
 	FetchAttempted int64 `json:"fetch_attempted"`
 	FetchSucceeded int64 `json:"fetch_succeeded"`
+	// Tokens counts the token ids packed (EOS ids included), and
+	// TokensDropped those of a dropped last partial block (--pack).
+	Tokens        int64 `json:"tokens,omitempty"`
+	TokensDropped int64 `json:"tokens_dropped,omitempty"`
 	// Shards counts shards written.
 	Shards int `json:"shards"`
 	// RawBytes sums the uncompressed shard sizes; StoredBytes the sizes of
@@ -82,6 +86,9 @@ type journalEntry struct {
 	Stats       Stats   `json:"stats"`
 	ElapsedSec  float64 `json:"elapsed_s"`
 	Index       string  `json:"index"` // index.json text with this one shard entry
+	// Carry holds the packed tokens not yet in a shard (--pack): a restart
+	// starts its token stream with them.
+	Carry []int32 `json:"carry,omitempty"`
 }
 
 func journalKey(prefix string, shard int) string {
@@ -106,8 +113,11 @@ func fingerprint(r *resolved, l *layout) string {
 		SkipInvalid bool
 		Nulls       string
 		ImageEnc    string
+		Tokenize    []TokenizeColumn
+		Pack        int
+		DropLast    bool
 	}{journalVersion, r.Input, r.Format, l.names(), l.encodings(), r.Compression, r.hashes, r.sizeLimit,
-		[2]int{r.Part.Index, r.Part.Count}, r.fetchIdx, r.MaxSide, r.JPEGQuality, r.SkipInvalid, r.Nulls, r.ImageEncoding}
+		[2]int{r.Part.Index, r.Part.Count}, r.fetchIdx, r.MaxSide, r.JPEGQuality, r.SkipInvalid, r.Nulls, r.ImageEncoding, r.Tokenize, r.Pack, r.PackDropLast}
 	b, _ := json.Marshal(v) // plain data: cannot fail
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
@@ -142,7 +152,8 @@ func removeLocalTemps(output, prefix string) error {
 
 // resumeState is what a restarted conversion takes over from its journal.
 type resumeState struct {
-	finished bool // the output holds index.json and no journal
+	finished bool    // the output holds index.json and no journal
+	carry    []int32 // packed tokens not yet in a shard
 	shards   []format.ShardInfo
 	next     int64
 	stats    Stats
@@ -215,7 +226,7 @@ func loadJournal(ctx context.Context, b storage.Bucket, prefix, fp string) (*res
 			break
 		}
 		st.shards = append(st.shards, sh)
-		st.next, st.stats, st.elapsed = e.Next, e.Stats, e.ElapsedSec
+		st.next, st.stats, st.elapsed, st.carry = e.Next, e.Stats, e.ElapsedSec, e.Carry
 		valid = i + 1
 	}
 	for _, key := range keys[valid:] {

@@ -123,6 +123,21 @@ type Options struct {
 	// bytes). Nulls are counted per column in the report either way.
 	Nulls string
 
+	// Tokenize lists text columns to tokenize with a SentencePiece model;
+	// each writes COLUMN_input_ids, an ndarray of int32 ids (no BOS or EOS
+	// added). The text column stays in the output if it is one of its
+	// columns. Empty texts are skipped with reason "empty_text".
+	Tokenize []TokenizeColumn
+	// Pack, if positive, concatenates the token ids of the one Tokenize
+	// column over all records (in input order), each document followed by
+	// the model's EOS id, and writes blocks of Pack ids as records of the
+	// single column COLUMN_input_ids: no token is lost or repeated. The
+	// last block is shorter unless PackDropLast drops it (counted as
+	// tokens_dropped).
+	Pack int
+	// PackDropLast drops the last partial block of Pack.
+	PackDropLast bool
+
 	// ImageEncoding is the image column's encoding for image folders:
 	// "jpeg" or "png" (only fully decodable images of that type are kept),
 	// "pil" (any decodable image, converted), "bytes" (any image file as
@@ -246,6 +261,9 @@ func (o *Options) resolve() (*resolved, error) {
 	}
 	if r.Workers == 0 {
 		r.Workers = runtime.GOMAXPROCS(0)
+	}
+	if err := r.checkTokenize(); err != nil {
+		return nil, err
 	}
 	switch r.Nulls {
 	case "":

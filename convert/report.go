@@ -128,6 +128,13 @@ func (r *Report) Summary(w io.Writer) error {
 		}
 		b.WriteString("\n")
 	}
+	if r.Tokens > 0 {
+		fmt.Fprintf(&b, "  tokens:    %d", r.Tokens)
+		if r.TokensDropped > 0 {
+			fmt.Fprintf(&b, " (%d dropped with the last partial block)", r.TokensDropped)
+		}
+		b.WriteString("\n")
+	}
 	if r.FetchAttempted > 0 {
 		fmt.Fprintf(&b, "  fetches:   %d of %d succeeded (%.2f%%)\n", r.FetchSucceeded, r.FetchAttempted, 100*r.FetchSuccessRate)
 	}
@@ -200,6 +207,8 @@ func combineReports(ctx context.Context, b storage.Bucket, count int) (*Report, 
 			}
 			c.Nulls[k] += v
 		}
+		c.Tokens += p.Tokens
+		c.TokensDropped += p.TokensDropped
 		c.FetchAttempted += p.FetchAttempted
 		c.FetchSucceeded += p.FetchSucceeded
 		c.Shards += p.Shards

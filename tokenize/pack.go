@@ -10,6 +10,7 @@ type Packer struct {
 	n   int
 	eos int32
 	buf []int32 // tokens not yet emitted (fewer than n between calls)
+	off int     // start of the block being emitted, during emit
 	// consumed counts the tokens emitted so far (blocks*n).
 	consumed int64
 	added    int64
@@ -37,16 +38,28 @@ func (p *Packer) Add(ids []int32, emit func(block []int32) error) error {
 	p.buf = append(p.buf, ids...)
 	p.buf = append(p.buf, p.eos)
 	p.added += int64(len(ids)) + 1
-	off := 0
-	for len(p.buf)-off >= p.n {
-		if err := emit(p.buf[off : off+p.n]); err != nil {
+	p.off = 0
+	for len(p.buf)-p.off >= p.n {
+		if err := emit(p.buf[p.off : p.off+p.n]); err != nil {
 			return err
 		}
-		off += p.n
+		p.off += p.n
 		p.consumed += int64(p.n)
 	}
-	p.buf = append(p.buf[:0], p.buf[off:]...)
+	p.buf = append(p.buf[:0], p.buf[p.off:]...)
+	p.off = 0
 	return nil
+}
+
+// Unplaced returns the tokens from the block being emitted on (that
+// block included): called from emit, what a restart must carry over when
+// the caller cuts its output before that block. Valid only during emit.
+func (p *Packer) Unplaced() []int32 { return p.buf[p.off:] }
+
+// Preload puts tokens carried over from an interrupted run (what Unplaced
+// returned) at the start of the stream.
+func (p *Packer) Preload(tokens []int32) {
+	p.buf = append(p.buf[:0], tokens...)
 }
 
 // Pending returns the tokens of the partial block.
@@ -65,6 +78,7 @@ func (p *Packer) Flush(keep bool, emit func(block []int32) error) (dropped int, 
 	if !keep {
 		return len(p.buf), nil
 	}
+	p.off = 0
 	p.consumed += int64(len(p.buf))
 	return 0, emit(p.buf)
 }
