@@ -10,10 +10,12 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sluicedata/sluice/agentapi"
+	"github.com/sluicedata/sluice/internal/version"
 	"github.com/sluicedata/sluice/plan"
 )
 
@@ -127,7 +129,12 @@ func (c *conn) handle(ctx context.Context, f agentapi.Frame) (any, []byte, error
 			return nil, nil, &agentapi.Error{Code: agentapi.CodeVersion, Message: fmt.Sprintf("client speaks versions %d..%d, agent %d..%d", req.MinVersion, req.Version, agentapi.MinVersion, agentapi.Version)}
 		}
 		c.version = v
-		return agentapi.Hello{Op: agentapi.OpHello, Version: v, MinVersion: agentapi.MinVersion, Software: "sluice-agent", PID: os.Getpid()}, nil, nil
+		// The protocol is settled by Version; a client of another release
+		// still works, and both sides say so (the client warns too).
+		if _, cv, ok := strings.Cut(req.Software, "/"); ok && cv != version.Number() {
+			c.a.log.Warn("client of another sluice release", "client", req.Software, "agent", version.Software(), "pid", req.PID)
+		}
+		return agentapi.Hello{Op: agentapi.OpHello, Version: v, MinVersion: agentapi.MinVersion, Software: "sluice-agent/" + version.Number(), PID: os.Getpid()}, nil, nil
 	case agentapi.OpOpen:
 		var req agentapi.Open
 		if err := decode(f, &req); err != nil {
@@ -219,8 +226,14 @@ func (c *conn) open(ctx context.Context, req agentapi.Open) (agentapi.Opened, er
 	if err := checkWorld(req.World); err != nil {
 		return agentapi.Opened{}, err
 	}
-	key := datasetKey(req.Dataset)
-	ds, err := c.a.acquireDataset(ctx, key, req.Dataset)
+	var env jobEnv
+	if req.Env != nil {
+		env = jobEnv(req.Env)
+	}
+	// Jobs with different store settings never share a dataset (nor its
+	// stores): each authenticates against the store itself.
+	key := datasetKey(req.Dataset) + env.fingerprint()
+	ds, err := c.a.acquireDataset(ctx, key, req.Dataset, env)
 	if err != nil {
 		return agentapi.Opened{}, err
 	}

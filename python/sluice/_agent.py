@@ -10,7 +10,7 @@ import sys
 import time
 import weakref
 
-from . import errors
+from . import _version, errors
 
 VERSION = 1
 MIN_VERSION = 1
@@ -20,7 +20,7 @@ ENTRY = struct.Struct("<qIIQ")
 INLINE_FLAG = 1 << 31
 
 _HEAD = struct.Struct("<II")
-_SOFTWARE = "sluice-python/0.1"
+_SOFTWARE = "sluice-python/" + _version.__version__
 
 # Connections opened by this process, so a forked child can drop its
 # inherited copies without touching the parent's.
@@ -47,6 +47,21 @@ def agent_dir():
     import tempfile
 
     return os.path.join(tempfile.gettempdir(), "sluice-%d" % os.getuid())
+
+
+_STORE_PREFIXES = ("AWS_", "S3_", "GOOGLE_", "GCS_", "AZURE_", "CLOUDSDK_")
+
+
+def _store_var(k):
+    return k.startswith(_STORE_PREFIXES) or k == "STORAGE_EMULATOR_HOST"
+
+
+def store_env(environ=None):
+    """The store settings of this process: the variables the agent uses to
+    open this job's stores (endpoints, regions, profiles, keys of S3, GCS
+    and Azure). Sent with every open; the agent never uses another job's."""
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in environ.items() if _store_var(k)}
 
 
 def find_binary():
@@ -80,8 +95,12 @@ def start_agent(directory, timeout):
     if idle:
         cmd += ["--idle-timeout", idle]
     try:
+        # The agent serves every job of this user on the node: it must not
+        # inherit this job's store credentials (each open sends its own).
+        env = {k: v for k, v in os.environ.items() if not _store_var(k)}
         res = subprocess.run(
             cmd,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -134,6 +153,16 @@ class Connection:
         _live.add(self)
         self.agent_pid = hello.get("pid")
         self.version = hello.get("version")
+        self.software = hello.get("software") or ""
+        _, _, agent_release = self.software.partition("/")
+        if agent_release and agent_release != _version.__version__:
+            import warnings
+
+            warnings.warn(
+                "the sluice agent on %s is release %s, this Python client is %s (protocol %s works, but "
+                "restart the agent with the matching binary to get this release's behaviour)"
+                % (self.path, agent_release, _version.__version__, self.version)
+            )
 
     def _connect(self):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
