@@ -140,6 +140,33 @@ class ArgumentTest(WriterTestCase):
         self.assertTrue(v.startswith("sluice %s " % sluice.__version__), v)
 
 
+class HandshakeVersionTest(WriterTestCase):
+    def test_client_and_agent_of_different_releases_say_so(self):
+        from sluice import _agent, _version
+
+        d = self.path("agent")
+        old = os.environ.get("SLUICE_AGENT_IDLE_TIMEOUT")
+        os.environ["SLUICE_AGENT_IDLE_TIMEOUT"] = "10s"
+        try:
+            c = _agent.Connection(directory=d)
+            self.assertEqual(c.software, "sluice-agent/" + sluice.__version__)
+            c.close()
+            real = _version.__version__
+            _version.__version__ = "0.0.1-old"
+            try:
+                with self.assertWarnsRegex(UserWarning, r"release %s, this Python client is 0\.0\.1-old" % real):
+                    c = _agent.Connection(directory=d)
+                c.close()
+            finally:
+                _version.__version__ = real
+        finally:
+            helpers.stop_agent(d)
+            if old is None:
+                os.environ.pop("SLUICE_AGENT_IDLE_TIMEOUT", None)
+            else:
+                os.environ["SLUICE_AGENT_IDLE_TIMEOUT"] = old
+
+
 class OtherFormatsTest(WriterTestCase):
     def test_json_csv_tsv_xsv(self):
         cols = {"id": "int", "name": "str", "score": "float"}
