@@ -12,7 +12,8 @@ mkdir -p "$base"
 work=$(mktemp -d "$base/python.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-go build -o "$work/bin/sluice" ./cmd/sluice
+# Built as `make wheel` builds it, so that the wheel test reuses the build.
+CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags='-s -w -buildid=' -o "$work/bin/sluice" ./cmd/sluice
 # Build out of tree so the checkout stays clean.
 cp -r python "$work/src"
 "$PY" -m pip install --quiet --no-build-isolation --no-deps --no-index \
