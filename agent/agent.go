@@ -272,7 +272,7 @@ func (a *Agent) closeDatasets() {
 }
 
 // acquireDataset opens the dataset or takes another reference to it.
-func (a *Agent) acquireDataset(ctx context.Context, key string, spec agentapi.Dataset) (*sharedDataset, error) {
+func (a *Agent) acquireDataset(ctx context.Context, key string, spec agentapi.Dataset, env jobEnv) (*sharedDataset, error) {
 	a.mu.Lock()
 	if d, ok := a.datasets[key]; ok {
 		d.refs++
@@ -282,7 +282,7 @@ func (a *Agent) acquireDataset(ctx context.Context, key string, spec agentapi.Da
 	a.mu.Unlock()
 	// Open outside the lock: it may download the index. Two openers may
 	// race; the loser closes its copy.
-	d, err := a.openDataset(ctx, key, spec)
+	d, err := a.openDataset(ctx, key, spec, env)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // bucketPool keeps every store the agent opened open until the agent shuts
-// down, one per store URL.
+// down, one per store URL and job settings (see jobenv.go).
 //
 // The node cache registers a remote dataset directory once, with the store
 // of the first stream.Dataset that opened it, and downloads later shards of
@@ -43,7 +43,8 @@ func (p *bucketPool) registry() *storage.Registry {
 var errPoolClosed = errors.New("agent: store pool closed (the agent is shutting down)")
 
 func (p *bucketPool) open(ctx context.Context, u *url.URL) (storage.Bucket, error) {
-	key := u.String()
+	env := envFrom(ctx)
+	key := u.String() + "\x00" + env.fingerprint()
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -54,7 +55,13 @@ func (p *bucketPool) open(ctx context.Context, u *url.URL) (storage.Bucket, erro
 		return b, nil
 	}
 	p.mu.Unlock()
-	b, err := p.base.Open(ctx, key)
+	var b storage.Bucket
+	var err error
+	if env != nil {
+		b, err = p.openWithEnv(ctx, u, env)
+	} else {
+		b, err = p.base.Open(ctx, u.String())
+	}
 	if err != nil {
 		return nil, err
 	}

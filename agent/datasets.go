@@ -31,6 +31,9 @@ type sharedDataset struct {
 	shardBytes   []int64  // raw data file size of each shard
 	shardURLs    []string // each shard's URL, for datasets with tar shards
 	refs         int      // handles on it; guarded by Agent.mu
+	// env is the store settings of the jobs that share it (the key
+	// includes their fingerprint); cursors open their stores with it.
+	env jobEnv
 }
 
 // defaultCacheRoot is where datasets opened without local are cached.
@@ -193,7 +196,8 @@ func (a *Agent) cacheFor(ctx context.Context, dir string, limit int64) (*cache.C
 }
 
 // openDataset opens a stream.Dataset and describes its shards for the wire.
-func (a *Agent) openDataset(ctx context.Context, key string, spec agentapi.Dataset) (*sharedDataset, error) {
+func (a *Agent) openDataset(ctx context.Context, key string, spec agentapi.Dataset, env jobEnv) (*sharedDataset, error) {
+	ctx = withEnv(ctx, env)
 	o, err := a.streamOptions(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -202,7 +206,7 @@ func (a *Agent) openDataset(ctx context.Context, key string, spec agentapi.Datas
 	if err != nil {
 		return nil, err
 	}
-	d := &sharedDataset{key: key, opts: o, ds: ds}
+	d := &sharedDataset{key: key, opts: o, ds: ds, env: env}
 	n := ds.NumShards()
 	d.shardSchema = make([]int, n)
 	d.shardSamples = make([]int64, n)
@@ -315,7 +319,7 @@ func (a *Agent) cursor(ctx context.Context, j *job, rank, worker int) (*stream.D
 	}
 	a.mu.Unlock()
 	o := j.ds.opts
-	c, err := stream.Open(ctx, &o)
+	c, err := stream.Open(withEnv(ctx, j.ds.env), &o)
 	if err != nil {
 		return nil, err
 	}

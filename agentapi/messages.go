@@ -124,6 +124,12 @@ type Open struct {
 	Job string `json:"job"`
 	// World is the opener's place; it fixes the dataset's Length.
 	World World `json:"world"`
+	// Env holds the store settings of the opening process (its AWS_*,
+	// S3_*, GOOGLE_*, GCS_*, AZURE_*, CLOUDSDK_* and STORAGE_EMULATOR_HOST
+	// variables). The agent opens the dataset's stores with them instead
+	// of its own environment, and datasets opened with different Env are
+	// never shared. Nil (absent) means the agent's own environment.
+	Env map[string]string `json:"env,omitempty"`
 }
 
 // Schema describes how the records of a shard are laid out.

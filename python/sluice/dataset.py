@@ -215,6 +215,7 @@ class StreamingDataset(_Base):
         self._fetch = int(fetch_size or _DEFAULT_FETCH)
         self._inline_max = int(inline_max)
         self._job = _world.job_key()
+        self._env = _agent.store_env()
         self._resume = None
         self._conn = None
         self._handle = None
@@ -252,7 +253,7 @@ class StreamingDataset(_Base):
             c = _agent.Connection(self._agent_dir, timeout=self._timeout)
             self._conn = c
         if self._handle is None:
-            opened = c.call({"op": "open", "dataset": self._wire, "job": self._job, "world": world}, "open",
+            opened = c.call({"op": "open", "dataset": self._wire, "job": self._job, "world": world, "env": self._env}, "open",
                             timeout=self._open_timeout())
             self._handle = opened["handle"]
             if self._info is None and not self.allow_unsafe_types:
@@ -375,7 +376,7 @@ class StreamingDataset(_Base):
         """
         conn = _agent.Connection(self._agent_dir, timeout=self._timeout)
         try:
-            opened = conn.call({"op": "open", "dataset": self._wire, "job": self._job, "world": world}, "open",
+            opened = conn.call({"op": "open", "dataset": self._wire, "job": self._job, "world": world, "env": self._env}, "open",
                                timeout=self._open_timeout())
             if opened.get("shard_samples") != self._info.get("shard_samples"):
                 raise errors.ProtocolError("the dataset changed while it was in use (shard sizes differ)")
