@@ -96,8 +96,10 @@ def start_agent(directory, timeout):
         cmd += ["--idle-timeout", idle]
     try:
         # The agent serves every job of this user on the node: it must not
-        # inherit this job's store credentials (each open sends its own).
-        env = {k: v for k, v in os.environ.items() if not _store_var(k)}
+        # inherit this job's S3 settings (each open sends its own). GCS and
+        # Azure settings stay: those drivers read only the agent's
+        # environment, and the agent refuses jobs whose settings differ.
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
         res = subprocess.run(
             cmd,
             env=env,
