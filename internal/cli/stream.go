@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -15,8 +17,10 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 	"golang.org/x/term"
 
+	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/internal/atomicfile"
 	"github.com/sluicedata/sluice/plan"
+	"github.com/sluicedata/sluice/storage/retry"
 	"github.com/sluicedata/sluice/stream"
 )
 
@@ -43,6 +47,12 @@ type streamFlags struct {
 	rank, worldSize, localWorldSize int
 	stepTime                        time.Duration
 	resume, saveState               string
+	saveEvery                       int64
+	retryAttempts                   int
+	retryBackoff, retryMaxBackoff   time.Duration
+	throttleBackoff                 time.Duration
+	stallTimeout                    time.Duration
+	cacheGroup                      bool
 	limit                           int64
 	asJSON, decode                  bool
 }
@@ -63,8 +73,15 @@ training loop's time it would spend waiting for input.
 The rank comes from --rank/--world-size/--local-world-size, else from RANK,
 WORLD_SIZE and LOCAL_WORLD_SIZE (torchrun) or Slurm's variables. --resume
 continues from a saved state (MosaicML's state_dict JSON, from Sluice or
-Python), also on another world size; --save-state writes the state after the
-run, so a stopped run (--limit) can be resumed.`,
+Python), also on another world size; --save-state writes the state
+atomically every --save-every samples and when the run ends (also on an
+error), so a stopped or killed run can be resumed as a trainer's would.
+
+A local directory streamed without --local is read in place; when its shards
+are compressed they are decompressed into a cache under the system temp
+directory, never beside the originals. Every store is read through the retry
+decorator (--retry-* and --stall-timeout; --download-timeout bounds each
+attempt's wait for a response).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runStream(cmd.Context(), e, cmd, &f, args[0])
@@ -96,7 +113,14 @@ run, so a stopped run (--limit) can be resumed.`,
 	fl.IntVar(&f.localWorldSize, "local-world-size", 0, "ranks per node (default: $LOCAL_WORLD_SIZE, else 1)")
 	fl.DurationVar(&f.stepTime, "step-time", 0, "simulated compute time per batch (e.g. 20ms)")
 	fl.StringVar(&f.resume, "resume", "", "resume from this state JSON file")
-	fl.StringVar(&f.saveState, "save-state", "", "write the state JSON here after the run")
+	fl.StringVar(&f.saveState, "save-state", "", "write the state JSON here (atomically) every --save-every samples and at the end")
+	fl.Int64Var(&f.saveEvery, "save-every", 1000, "samples between state saves with --save-state (0: only at the end)")
+	fl.IntVar(&f.retryAttempts, "retry-attempts", 10, "consecutive failed attempts per request before giving up")
+	fl.DurationVar(&f.retryBackoff, "retry-backoff", 100*time.Millisecond, "wait after the first failure (doubles, with jitter)")
+	fl.DurationVar(&f.retryMaxBackoff, "retry-max-backoff", 20*time.Second, "longest wait between attempts")
+	fl.DurationVar(&f.throttleBackoff, "retry-throttle-backoff", time.Second, "least wait after the store throttled (503 SlowDown, 429)")
+	fl.DurationVar(&f.stallTimeout, "stall-timeout", 30*time.Second, "resume a download that receives nothing for this long")
+	fl.BoolVar(&f.cacheGroup, "cache-group", false, "make the cache usable by its directory's group (default: owner only)")
 	fl.Int64Var(&f.limit, "limit", 0, "stop after this many samples (0: the whole epoch)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the figures as JSON")
 	fl.BoolVar(&f.decode, "decode", false, "decode every sample (default: read the raw records)")
@@ -154,6 +178,12 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 		SamplingGranularity: f.samplingGranularity, BatchingMethod: f.batchingMethod,
 		Predownload: f.predownload, DownloadRetry: f.downloadRetry, DownloadTimeout: f.downloadTimeout,
 		ValidateHash: f.validateHash, KeepZip: f.keepZip,
+		Retry: &retry.Options{MaxAttempts: f.retryAttempts, InitialBackoff: f.retryBackoff,
+			MaxBackoff: f.retryMaxBackoff, ThrottleBackoff: f.throttleBackoff, StallTimeout: f.stallTimeout},
+		CacheSharedGroup: f.cacheGroup,
+	}
+	if f.retryAttempts < 1 {
+		return fmt.Errorf("stream: --retry-attempts %d must be at least 1", f.retryAttempts)
 	}
 	seed := f.shuffleSeed
 	opts.ShuffleSeed = &seed
@@ -161,7 +191,17 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 		if strings.Contains(url, "://") && !strings.HasPrefix(url, "file://") {
 			return errors.New("stream: --local is required for a remote URL")
 		}
-		opts.Local = strings.TrimPrefix(url, "file://")
+		dir := strings.TrimPrefix(url, "file://")
+		compressed, err := localCompressed(dir, f.split)
+		if err != nil {
+			return err
+		}
+		if compressed {
+			// Decompressed copies go to a cache, never into the source.
+			opts.Remote = dir
+		} else {
+			opts.Local = dir
+		}
 	} else {
 		opts.Remote, opts.Local = url, f.local
 	}
@@ -226,6 +266,29 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 	batch := max(f.batchSize, 1)
 	var n int64
 	var stepWait time.Duration
+	// The state is saved every --save-every samples and whatever way the
+	// run ends, so that a killed run resumes like a trainer's checkpoint.
+	saved := int64(-1)
+	save := func() error {
+		if f.saveState == "" || n == saved {
+			return nil
+		}
+		st, err := ds.State(n)
+		if err != nil {
+			return err
+		}
+		b, _ := st.MarshalJSON()
+		if err := atomicfile.WriteFile(f.saveState, 0o600, b); err != nil {
+			return fmt.Errorf("stream: --save-state: %w", err)
+		}
+		saved = n
+		return nil
+	}
+	defer func() {
+		if err := save(); err != nil {
+			fmt.Fprintf(e.stderr, "sluice stream: %v\n", err)
+		}
+	}()
 	for (f.limit <= 0 || n < f.limit) && it.Next() {
 		if f.decode {
 			if _, err := it.Sample(); err != nil {
@@ -234,6 +297,11 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 			}
 		}
 		n++
+		if f.saveEvery > 0 && n%f.saveEvery == 0 {
+			if err := save(); err != nil {
+				return err
+			}
+		}
 		if bar != nil && n%256 == 0 {
 			bar.SetCurrent(n)
 		}
@@ -257,13 +325,12 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 		return err
 	}
 	stateJSON, _ := st.MarshalJSON()
-	if f.saveState != "" {
-		if err := atomicfile.WriteFile(f.saveState, 0o644, stateJSON); err != nil {
-			return fmt.Errorf("stream: --save-state: %w", err)
-		}
+	if err := save(); err != nil {
+		return err
 	}
 	s := it.Stats()
 	cs := ds.Stats()
+	warnAmplification(e.stderr, ds, cs.BytesFetched, opts.CacheLimit)
 	r := streamReport{
 		Rank: w.Rank, WorldSize: w.NumRanks(), Epoch: ep.Number(), SampleInEpoch: ep.SampleInEpoch(),
 		Samples: s.Samples, Bytes: s.Bytes, ElapsedS: s.Elapsed.Seconds(),
@@ -314,4 +381,64 @@ func streamSleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// localCompressed reports whether the local dataset in dir (split) has
+// compressed shards, which reading would otherwise decompress beside the
+// originals. A directory without an index is left to stream.Open to
+// report.
+func localCompressed(dir, split string) (bool, error) {
+	p := filepath.Join(dir, filepath.FromSlash(split), format.IndexFile)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("stream: %w", err)
+	}
+	idx, err := format.ParseIndex(b)
+	if err != nil {
+		return false, nil // stream.Open reports it, with its name
+	}
+	for i := range idx.Shards {
+		if idx.Shards[i].ZipData != nil || idx.Shards[i].ZipMeta != nil {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// amplification is the multiple of the data needed above which a run
+// under a cache limit is told that the limit makes it re-download.
+const amplification = 3
+
+// warnAmplification warns once, when downloads under a cache limit came
+// to more than amplification times the dataset's size: the limit is too
+// tight for the access pattern (py1e over a whole dataset, say).
+func warnAmplification(w io.Writer, ds *stream.Dataset, fetched, limit int64) {
+	if limit <= 0 || fetched <= 0 {
+		return
+	}
+	var need, foot int64
+	for k := range ds.NumShards() {
+		si := ds.ShardInfo(k)
+		var z, r int64
+		for _, fi := range si.Files() {
+			z += fi.Bytes
+		}
+		r = si.RawData.Bytes
+		if si.RawMeta != nil {
+			r += si.RawMeta.Bytes
+		}
+		need += z
+		foot += max(z, r)
+		if si.ZipData != nil {
+			foot += z
+		}
+	}
+	if need <= 0 || fetched <= amplification*need {
+		return
+	}
+	fmt.Fprintf(w, "sluice stream: warning: downloaded %s, %.1f× the dataset's %s: the cache limit %s is too small for this order (a limit of %s holds the whole dataset and downloads each shard once)\n",
+		humanBytes(fetched), float64(fetched)/float64(need), humanBytes(need), humanBytes(limit), humanBytes(foot))
 }
