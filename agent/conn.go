@@ -17,6 +17,7 @@ import (
 	"github.com/sluicedata/sluice/agentapi"
 	"github.com/sluicedata/sluice/internal/version"
 	"github.com/sluicedata/sluice/plan"
+	"github.com/sluicedata/sluice/stream"
 )
 
 // conn is one client connection and everything it holds.
@@ -250,7 +251,40 @@ func (c *conn) open(ctx context.Context, req agentapi.Open) (agentapi.Opened, er
 	c.mu.Unlock()
 	out.Op = agentapi.OpOpen
 	out.Handle = id
+	if w := limitWarning(req.Dataset, ds); w != "" {
+		out.Warnings = append(out.Warnings, w)
+	}
 	return out, nil
+}
+
+// limitWarning explains a cache_limit that does not apply: one cache
+// directory has one limit while the agent runs, the limit of the first
+// dataset that opened it; later datasets share it whatever they ask.
+func limitWarning(spec agentapi.Dataset, ds *sharedDataset) string {
+	c := ds.opts.Cache
+	if c == nil {
+		return ""
+	}
+	var want int64
+	if spec.CacheLimit != "" {
+		n, err := stream.ParseBytes(spec.CacheLimit)
+		if err != nil {
+			return ""
+		}
+		want = n
+	}
+	if want == c.Limit() {
+		return ""
+	}
+	have := "no limit"
+	if c.Limit() > 0 {
+		have = fmt.Sprintf("a limit of %d bytes", c.Limit())
+	}
+	asked := "no limit"
+	if want > 0 {
+		asked = fmt.Sprintf("cache_limit=%s", spec.CacheLimit)
+	}
+	return fmt.Sprintf("%s does not apply: the cache directory %s is already open in the agent with %s, set by the first dataset that opened it; every dataset over one cache directory shares its limit while the agent runs", asked, c.Dir(), have)
 }
 
 func checkWorld(w agentapi.World) error {

@@ -169,6 +169,9 @@ type Opened struct {
 	// not yet resolved).
 	NumCanonicalNodes int   `json:"num_canonical_nodes"`
 	ShuffleSeed       int64 `json:"shuffle_seed"`
+	// Warnings are for the user (the Python client raises each as a
+	// UserWarning): an argument the agent could not honour as given.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // State is MosaicML's dataset state dict (spec §13.4).

@@ -4,6 +4,7 @@ import math
 import mmap
 import os
 import time
+import warnings
 
 from . import _agent, _decode, _worker, _world, errors
 
@@ -256,6 +257,9 @@ class StreamingDataset(_Base):
             opened = c.call({"op": "open", "dataset": self._wire, "job": self._job, "world": world, "env": self._env}, "open",
                             timeout=self._open_timeout())
             self._handle = opened["handle"]
+            if self._info is None:
+                for w in opened.get("warnings") or ():
+                    warnings.warn(w, UserWarning, stacklevel=3)
             if self._info is None and not self.allow_unsafe_types:
                 for sc in opened["schemas"]:
                     if "pkl" in (sc.get("column_encodings") or ()):

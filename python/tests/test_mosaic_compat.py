@@ -77,6 +77,20 @@ class CompatTest(helpers.AgentCase):
         ds = sluice.StreamingDataset(remote=remote, local=self.local("pkl-b"), allow_unsafe_types=True)
         self.assertEqual(len(ds), 5)
 
+    def test_differing_cache_limit_warns(self):
+        local = self.local("limits")
+        a = sluice.StreamingDataset(remote=self.remote, local=local, cache_limit="10mb")
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            b = sluice.StreamingDataset(remote=self.remote, local=local, cache_limit="20mb", shuffle=True)
+        msgs = [str(w.message) for w in got if issubclass(w.category, UserWarning)]
+        self.assertTrue(any("cache_limit=20mb does not apply" in m and "10485760 bytes" in m for m in msgs), msgs)
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            c = sluice.StreamingDataset(remote=self.remote, local=local, cache_limit="10mb", shuffle=True)
+        self.assertFalse([w for w in got if "does not apply" in str(w.message)])
+        self.assertEqual(len(a) + len(b) + len(c), 180)
+
     def test_break_delete_rebuild_same_local(self):
         # Used to fail with "storage: bucket closed" in most trials.
         for trial in range(5):
