@@ -38,6 +38,7 @@ import (
 	"github.com/sluicedata/sluice/cache"
 	"github.com/sluicedata/sluice/plan"
 	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/retry"
 	"github.com/sluicedata/sluice/stream"
 )
 
@@ -63,6 +64,9 @@ type Options struct {
 	Wait time.Duration
 	// MaxBatch caps the samples of one reply (0 means DefaultMaxBatch).
 	MaxBatch int
+	// Retry is the retry policy of every store the agent's datasets read
+	// (stream.Options.Retry); nil means the defaults.
+	Retry *retry.Options
 }
 
 // Agent serves datasets to clients. Create it with New, run it with Serve.

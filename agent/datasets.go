@@ -51,6 +51,7 @@ func (a *Agent) streamOptions(ctx context.Context, ds agentapi.Dataset) (stream.
 		Local:               ds.Local,
 		Split:               ds.Split,
 		Registry:            a.registry,
+		Retry:               a.opts.Retry,
 		ValidateHash:        ds.ValidateHash,
 		KeepZip:             ds.KeepZip,
 		SamplingMethod:      ds.SamplingMethod,
