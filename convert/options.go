@@ -265,6 +265,10 @@ func (o *Options) resolve() (*resolved, error) {
 	if err := r.checkTokenize(); err != nil {
 		return nil, err
 	}
+	pol := fetch.Policy{Schemes: r.FetchSchemes, FileRoot: r.FetchFileRoot, AllowNets: r.FetchAllowNets}
+	if err := pol.Validate(); err != nil {
+		return nil, fmt.Errorf("convert: %w", err)
+	}
 	switch r.Nulls {
 	case "":
 		r.Nulls = NullsError

@@ -156,7 +156,7 @@ func New(opts *Options) (*Fetcher, error) {
 	if o.CheckReason == "" {
 		o.CheckReason = "invalid"
 	}
-	if err := o.Policy.validate(); err != nil {
+	if err := o.Policy.Validate(); err != nil {
 		return nil, err
 	}
 	f := &Fetcher{

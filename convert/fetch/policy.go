@@ -162,8 +162,9 @@ func (p *Policy) schemeAllowed(scheme string) bool {
 	return slices.Contains(p.Schemes, scheme)
 }
 
-// validate checks the policy itself.
-func (p *Policy) validate() error {
+// Validate checks the policy itself: known schemes, a file root that is a
+// directory when the file scheme is allowed.
+func (p *Policy) Validate() error {
 	for _, s := range p.Schemes {
 		switch s {
 		case "http", "https", "s3", "gs", "az", "azure":
