@@ -32,13 +32,13 @@ def parse():
     ap.add_argument("--step-ms", type=int, default=40, help="per-batch sleep of every rank in the kill run")
     ap.add_argument("--job-timeout", type=int, default=240)
     ap.add_argument("--prefix", default="slmn%d" % os.getpid(), help="name prefix of the namespaces it creates")
-    ap.add_argument("--big", action="store_true", help="4 hosts × 4 ranks × 2 workers, 50k samples")
+    ap.add_argument("--big", action="store_true", help="4 hosts × 2 ranks × 2 workers, 50k samples (sized for a 2-core machine)")
     ap.add_argument("--only", default="", help="comma-separated scenarios (clean,kill,replication)")
     a = ap.parse_args()
     if a.big:
-        a.hosts, a.ranks, a.workers, a.samples, a.kill_samples = 4, 4, 2, 50001, 19200
-        # batch 15: the global batch 240 divides over 12, 16 and 20 ranks.
-        a.batch, a.shard_bytes, a.step_ms, a.job_timeout = 15, 1 << 15, 20, 900
+        a.hosts, a.ranks, a.workers, a.samples, a.kill_samples = 4, 2, 2, 50001, 19200
+        # batch 15: the global batch 120 divides over 6, 8 and 10 ranks.
+        a.batch, a.shard_bytes, a.step_ms, a.slow_ms, a.job_timeout = 15, 1 << 13, 10, 2, 900
     a.max_hosts = a.hosts + 1
     return a
 
