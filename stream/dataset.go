@@ -218,6 +218,14 @@ func (d *Dataset) openStream(ctx context.Context, o *Options, s Stream) (*stream
 			dir = filepath.Join(o.Local, dir)
 		}
 		st.dir = filepath.Join(dir, filepath.FromSlash(s.Split))
+		if idx, root, err := localTarIndex(ctx, dir, st.dir); idx != nil || err != nil {
+			// WebDataset tars read in place.
+			if err != nil {
+				return nil, err
+			}
+			st.dir, st.index = root, idx
+			return st, nil
+		}
 		b, err := os.ReadFile(filepath.Join(st.dir, format.IndexFile))
 		if err != nil {
 			return nil, fmt.Errorf("stream: %w", err)

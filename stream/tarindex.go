@@ -1,16 +1,22 @@
 package stream
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"sync"
 
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/format/wds"
+	"github.com/sluicedata/sluice/internal/mmap"
 	"github.com/sluicedata/sluice/storage"
 )
 
@@ -41,8 +47,18 @@ func BuildTarIndex(ctx context.Context, b storage.Bucket, keys []string, opts *T
 	if opts != nil {
 		o = *opts
 	}
-	if o.Parallel <= 0 {
-		o.Parallel = max(16, 4*runtime.GOMAXPROCS(0))
+	return scanTars(ctx, keys, o.Parallel, b.URL, func(ctx context.Context, k string) (wds.Summary, int64, error) {
+		return scanTar(ctx, b, k, o.Reader)
+	})
+}
+
+// scanTars summarises the shards keys with scan, parallel at once (0: the
+// default), and assembles their index; name gives a shard's name for
+// errors.
+func scanTars(ctx context.Context, keys []string, parallel int, name func(string) string,
+	scan func(context.Context, string) (wds.Summary, int64, error)) (*format.Index, error) {
+	if parallel <= 0 {
+		parallel = max(16, 4*runtime.GOMAXPROCS(0))
 	}
 	if len(keys) > format.MaxIndexShards {
 		return nil, fmt.Errorf("stream: %d tar shards exceed the limit of %d", len(keys), format.MaxIndexShards)
@@ -59,12 +75,12 @@ func BuildTarIndex(ctx context.Context, b storage.Bucket, keys []string, opts *T
 	errs := make([]error, len(keys))
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for range min(o.Parallel, len(keys)) {
+	for range min(parallel, len(keys)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				sums[i], sizes[i], errs[i] = scanTar(ctx, b, keys[i], o.Reader)
+				sums[i], sizes[i], errs[i] = scan(ctx, keys[i])
 				if errs[i] != nil {
 					cancel()
 				}
@@ -93,12 +109,15 @@ func BuildTarIndex(ctx context.Context, b storage.Bucket, keys []string, opts *T
 			return nil, err
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	idx := &format.Index{Shards: make([]format.ShardInfo, len(keys))}
 	for i, k := range keys {
 		if i > 0 && sums[i].Samples > 0 && sums[i-1].Samples > 0 && sums[i].FirstKey == sums[i-1].LastKey {
-			return nil, &wds.CorruptError{Shard: b.URL(k), Offset: sums[i].FirstOffset,
+			return nil, &wds.CorruptError{Shard: name(k), Offset: sums[i].FirstOffset,
 				Reason: fmt.Sprintf("key %q continues the last sample of the previous shard %s (at offset %d): a sample must not be split across shards",
-					sums[i].FirstKey, b.URL(keys[i-1]), sums[i-1].LastOffset)}
+					sums[i].FirstKey, name(keys[i-1]), sums[i-1].LastOffset)}
 		}
 		idx.Shards[i] = TarShardInfo(k, sizes[i], sums[i])
 	}
@@ -123,14 +142,19 @@ func scanTar(ctx context.Context, b storage.Bucket, key string, ro *wds.ReaderOp
 	defer r.Close()
 	s, err := wds.Scan(r, ro)
 	if err != nil {
-		var ce *wds.CorruptError
-		if errors.As(err, &ce) && ce.Shard == "" {
-			ce.Shard = b.URL(key)
-			return wds.Summary{}, 0, ce
-		}
-		return wds.Summary{}, 0, fmt.Errorf("stream: tar shard %s: %w", b.URL(key), err)
+		return wds.Summary{}, 0, withShardName(err, b.URL(key))
 	}
 	return s, info.Size, nil
+}
+
+// withShardName names the shard in a wds.CorruptError, or wraps err.
+func withShardName(err error, name string) error {
+	var ce *wds.CorruptError
+	if errors.As(err, &ce) && ce.Shard == "" {
+		ce.Shard = name
+		return ce
+	}
+	return fmt.Errorf("stream: tar shard %s: %w", name, err)
 }
 
 // rangeReader reads an object sequentially through ranged requests and
@@ -142,30 +166,40 @@ type rangeReader struct {
 	key  string
 	size int64
 	pos  int64         // logical position
-	body io.ReadCloser // open request, positioned at at
+	body *bufio.Reader // buffered body of the open request, positioned at at
+	rc   io.ReadCloser // the open request
 	at   int64
-	reqs int // requests made, for tests
+	buf  *bufio.Reader // reused across requests
+	reqs int           // requests made, for tests
 }
+
+// readBuffer is the ranged tar reader's buffer: member data inside it is
+// skipped without being copied out.
+const readBuffer = 64 << 10
 
 func (r *rangeReader) Read(p []byte) (int, error) {
 	if r.pos >= r.size {
 		return 0, io.EOF
 	}
 	if r.body != nil && (r.pos < r.at || r.pos-r.at > seekGap) {
-		r.body.Close()
-		r.body = nil
+		r.Close()
 	}
 	if r.body == nil {
-		body, err := r.b.NewRangeReader(r.ctx, r.key, r.pos, r.size-r.pos)
+		rc, err := r.b.NewRangeReader(r.ctx, r.key, r.pos, r.size-r.pos)
 		if err != nil {
 			return 0, err
 		}
-		r.body, r.at = body, r.pos
+		if r.buf == nil {
+			r.buf = bufio.NewReaderSize(rc, readBuffer)
+		} else {
+			r.buf.Reset(rc)
+		}
+		r.rc, r.body, r.at = rc, r.buf, r.pos
 		r.reqs++
 	}
 	if r.pos > r.at {
-		n, err := io.CopyN(io.Discard, r.body, r.pos-r.at)
-		r.at += n
+		n, err := r.body.Discard(int(r.pos - r.at))
+		r.at += int64(n)
 		if err != nil {
 			return 0, unexpectedEOF(err)
 		}
@@ -207,9 +241,9 @@ func (r *rangeReader) Seek(off int64, whence int) (int64, error) {
 }
 
 func (r *rangeReader) Close() error {
-	if r.body != nil {
-		err := r.body.Close()
-		r.body = nil
+	if r.rc != nil {
+		err := r.rc.Close()
+		r.rc, r.body = nil, nil
 		return err
 	}
 	return nil
@@ -253,4 +287,65 @@ func selectTarIndex(idx *format.Index, keys []string) (*format.Index, bool) {
 		out.Shards[i] = idx.Shards[j]
 	}
 	return out, true
+}
+
+// localTarIndex returns the index of a local tar dataset read in place, and
+// the directory its basenames are relative to: spec is a tar spec of local
+// paths, or dir a directory holding .tar files and no index.json. It
+// returns a nil index for anything else. The index beside the shards is
+// used when it lists them all; otherwise the shards are scanned (nothing is
+// written beside them).
+func localTarIndex(ctx context.Context, spec, dir string) (*format.Index, string, error) {
+	var root string
+	var keys []string
+	if ts, err := parseTarSpec(spec); err != nil {
+		return nil, "", err
+	} else if ts != nil {
+		root, keys = ts.root, ts.keys
+	} else {
+		if _, err := os.Stat(filepath.Join(dir, format.IndexFile)); !errors.Is(err, fs.ErrNotExist) {
+			return nil, "", nil
+		}
+		err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !e.IsDir() && isTarName(p) {
+				rel, _ := filepath.Rel(dir, p)
+				keys = append(keys, filepath.ToSlash(rel))
+			}
+			return nil
+		})
+		if err != nil || len(keys) == 0 {
+			return nil, "", nil
+		}
+		sort.Strings(keys)
+		root = dir
+	}
+	if b, err := os.ReadFile(filepath.Join(root, format.IndexFile)); err == nil {
+		if idx, err := format.ParseIndex(b); err == nil {
+			if sel, ok := selectTarIndex(idx, keys); ok {
+				return sel, root, nil
+			}
+		}
+	}
+	idx, err := scanTars(ctx, keys, 0, func(k string) string { return filepath.Join(root, filepath.FromSlash(k)) },
+		func(ctx context.Context, k string) (wds.Summary, int64, error) {
+			p := filepath.Join(root, filepath.FromSlash(k))
+			m, err := mmap.Open(p)
+			if err != nil {
+				return wds.Summary{}, 0, fmt.Errorf("stream: tar shard: %w", err)
+			}
+			defer m.Close()
+			// A seekable reader: the digest is the one a ranged scan gives.
+			s, err := wds.Scan(bytes.NewReader(m.Bytes()), nil)
+			if err != nil {
+				return wds.Summary{}, 0, withShardName(err, p)
+			}
+			return s, m.Len(), nil
+		})
+	if err != nil {
+		return nil, "", fmt.Errorf("index tar shards of %s: %w", spec, err)
+	}
+	return idx, root, nil
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // maxTarURLs bounds how many shard URLs one tar dataset spec may expand to.
-const maxTarURLs = 1 << 22
+const maxTarURLs = 1 << 20
 
 // ErrBadTarSpec matches errors for a malformed tar dataset spec (brace
 // pattern, URL list).
