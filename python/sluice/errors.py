@@ -6,6 +6,8 @@ existing ``except FileNotFoundError`` / ``except PermissionError`` code keeps
 working.
 """
 
+import json
+
 
 class SluiceError(Exception):
     """Base class of every Sluice client error."""
@@ -95,7 +97,34 @@ _BY_CODE = {
 }
 
 
+class IndexDecodeError(CorruptDataError, json.JSONDecodeError):
+    """A dataset's index.json is empty or not JSON. Also a
+    json.JSONDecodeError, which MosaicML raises in this case."""
+
+    def __init__(self, message):
+        ValueError.__init__(self, message)
+        self.msg, self.doc, self.pos, self.lineno, self.colno = message, "", 0, 1, 1
+
+    def __str__(self):
+        return self.msg
+
+    def __reduce__(self):
+        return (type(self), (self.msg,))
+
+
+class EmptyIndexError(SluiceError, RuntimeError):
+    """A dataset's index.json lists no shards (MosaicML: RuntimeError)."""
+
+    code = "empty_index"
+
+
 def from_reply(code, message):
     """Returns the exception for an error reply."""
+    # The agent has one code for every corrupt input; MosaicML users catch
+    # json.JSONDecodeError for a bad index and RuntimeError for an empty one.
+    if code == "corrupt" and "index.json" in message and "bad json" in message:
+        return IndexDecodeError(message)
+    if code in ("internal", "invalid") and "index.json" in message and message.rstrip().endswith("no shards"):
+        return EmptyIndexError(message)
     cls = _BY_CODE.get(code, SluiceError)
     return cls(message)

@@ -77,6 +77,21 @@ class CompatTest(helpers.AgentCase):
         ds = sluice.StreamingDataset(remote=remote, local=self.local("pkl-b"), allow_unsafe_types=True)
         self.assertEqual(len(ds), 5)
 
+    def test_index_errors_are_mosaicml_classes(self):
+        import json
+        cases = (("missing", None, FileNotFoundError), ("empty", "", json.JSONDecodeError),
+                 ("bad", "{bad", json.JSONDecodeError), ("noshards", '{"version": 2, "shards": []}', RuntimeError))
+        for name, text, exc in cases:
+            with self.subTest(case=name):
+                remote = os.path.join(self.tmp, "idx-" + name)
+                if text is not None:
+                    os.makedirs(remote, exist_ok=True)
+                    with open(os.path.join(remote, "index.json"), "w") as f:
+                        f.write(text)
+                with self.assertRaises(exc) as cm:
+                    sluice.StreamingDataset(remote=remote, local=self.local("idxc-" + name))
+                self.assertIsInstance(cm.exception, sluice.SluiceError)
+
     def test_differing_cache_limit_warns(self):
         local = self.local("limits")
         a = sluice.StreamingDataset(remote=self.remote, local=local, cache_limit="10mb")
