@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -228,5 +230,43 @@ func TestHTMLIndex(t *testing.T) {
 		Registry: stores.Default(), Retry: fastRetry()})
 	if !errors.Is(err, stream.ErrHTML) || !strings.Contains(err.Error(), "the server returned HTML") {
 		t.Fatalf("Open on an HTML index.json = %v, want ErrHTML", err)
+	}
+}
+
+// TestRemoteIndexChanged: a dataset replaced in the store after its index
+// was cached is noticed at the next Open (one Stat), which fails with
+// ErrIndexChanged naming the cached copy instead of serving the old data.
+func TestRemoteIndexChanged(t *testing.T) {
+	ctx := context.Background()
+	reg, cb := memDataset(t, spec{samples: 50, payload: 100, sizeLimit: 2000})
+	local := t.TempDir()
+	open := func() (*stream.Dataset, error) {
+		return stream.Open(ctx, &stream.Options{Remote: "mem://data", Local: local, Registry: reg, Retry: fastRetry()})
+	}
+	ds, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds.Close()
+	// Unchanged: the cached copy is used again.
+	ds, err = open()
+	if err != nil {
+		t.Fatalf("reopen of an unchanged remote: %v", err)
+	}
+	ds.Close()
+	if n := cb.counts()[format.IndexFile]; n != 1 {
+		t.Errorf("index.json downloaded %d times, want once", n)
+	}
+	// Replace the dataset in the store with a bigger one.
+	dir := t.TempDir()
+	writeDataset(t, dir, spec{samples: 80, payload: 100, sizeLimit: 2000})
+	b, err := os.ReadFile(filepath.Join(dir, format.IndexFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	storagetest.Put(t, cb.Bucket, format.IndexFile, b)
+	_, err = open()
+	if !errors.Is(err, stream.ErrIndexChanged) || !strings.Contains(err.Error(), local) {
+		t.Fatalf("Open after the remote changed = %v, want ErrIndexChanged naming the cache", err)
 	}
 }

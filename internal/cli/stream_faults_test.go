@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -237,5 +238,30 @@ func TestStreamCLIThroughS3Faults(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
+	}
+}
+
+// TestStreamWarnsOfRedownloads: under a cache limit far below what a
+// whole-dataset shuffle needs, `sluice stream` says once that it
+// downloaded several times the dataset, and which limit would avoid it.
+func TestStreamWarnsOfRedownloads(t *testing.T) {
+	dir := t.TempDir()
+	writeStreamDataset(t, dir, 600, "")
+	var out, errOut bytes.Buffer
+	err := Run(context.Background(), []string{"stream", "file://" + dir, "--local", t.TempDir(), "--cache-limit", "20kb",
+		"--shuffle", "--shuffle-block-size", "600", "--batch-size", "1", "--predownload", "1", "--json"}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("stream: %v\n%s", err, errOut.String())
+	}
+	msg := errOut.String()
+	if strings.Count(msg, "warning: downloaded") != 1 || !strings.Contains(msg, "the cache limit 20.0 KiB is too small") || !strings.Contains(msg, "a limit of") {
+		t.Errorf("stderr %q lacks one re-download warning with the figures", msg)
+	}
+	// With the limit it names, the warning goes away.
+	var out2, errOut2 bytes.Buffer
+	err = Run(context.Background(), []string{"stream", "file://" + dir, "--local", t.TempDir(), "--cache-limit", "10mb",
+		"--shuffle", "--shuffle-block-size", "600", "--batch-size", "1", "--json"}, &out2, &errOut2)
+	if err != nil || strings.Contains(errOut2.String(), "warning") {
+		t.Errorf("with room for the dataset: %v, stderr %q", err, errOut2.String())
 	}
 }
