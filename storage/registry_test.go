@@ -52,13 +52,13 @@ func TestParseURL(t *testing.T) {
 
 func TestRedactURL(t *testing.T) {
 	for in, want := range map[string]string{
-		"s3://b/p":                                        "s3://b/p",
-		"/local/path":                                     "/local/path",
-		"http://user:hunter2@host:9000/x":                 "http://user:xxxxx@host:9000/x",
-		"s3://b/p?endpoint=http%3A%2F%2Fu%3Ahunter2%40h":  "s3://b/p?endpoint=http%3A%2F%2Fu%3Axxxxx%40h",
-		"https://acct.blob/c?sv=1&sig=hunter2":            "https://acct.blob/c?sig=xxxxx&sv=1",
+		"s3://b/p":                        "s3://b/p",
+		"/local/path":                     "/local/path",
+		"http://user:hunter2@host:9000/x": "http://user:xxxxx@host:9000/x",
+		"s3://b/p?endpoint=http%3A%2F%2Fu%3Ahunter2%40h":   "s3://b/p?endpoint=http%3A%2F%2Fu%3Axxxxx%40h",
+		"https://acct.blob/c?sv=1&sig=hunter2":             "https://acct.blob/c?sig=xxxxx&sv=1",
 		"https://h/o?X-Amz-Signature=hunter2&X-Amz-Date=1": "https://h/o?X-Amz-Date=1&X-Amz-Signature=xxxxx",
-		"http://user:hunter2@host/%zz":                    "http://user:xxxxx@host/%zz",
+		"http://user:hunter2@host/%zz":                     "http://user:xxxxx@host/%zz",
 	} {
 		if got := storage.RedactURL(in); got != want {
 			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
