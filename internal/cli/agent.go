@@ -26,6 +26,9 @@ type agentOptions struct {
 	detach      bool
 	readyFD     int
 	verbose     bool
+	// metricsAddr serves Prometheus metrics (agent_metrics.go).
+	metricsAddr   string
+	metricsRemote bool
 }
 
 func newAgentCommand(e *env) *cobra.Command {
@@ -60,6 +63,8 @@ exits at once with status 0 and says so.`,
 	f.BoolVar(&o.detach, "detach", false, "start the agent in the background and return once one serves the directory")
 	f.IntVar(&o.readyFD, "ready-fd", 0, "file descriptor on which to report readiness (used by --detach)")
 	f.BoolVar(&o.verbose, "verbose", false, "log every connection")
+	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at /metrics on this loopback HOST:PORT or unix:PATH (default: off)")
+	f.BoolVar(&o.metricsRemote, "metrics-allow-remote", false, "allow a --metrics-addr other than loopback (exposes the figures to the network)")
 	cmd.Flags().MarkHidden("ready-fd")
 	return cmd
 }
@@ -99,11 +104,22 @@ func runAgent(ctx context.Context, e *env, o agentOptions) error {
 	if err != nil {
 		return err
 	}
-	a, err := agent.New(&agent.Options{Registry: e.registry, Logger: log, IdleTimeout: o.idleTimeout})
+	m, err := listenAgentMetrics(o.metricsAddr, o.metricsRemote)
 	if err != nil {
 		ln.Close()
 		return err
 	}
+	a, err := agent.New(&agent.Options{Registry: m.registry(e.registry), Logger: log, IdleTimeout: o.idleTimeout})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	stopMetrics, err := m.serve(a, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopMetrics()
 	log.Info("agent listening", "socket", agent.SocketPath(o.dir), "pid", os.Getpid(), "idle_timeout", o.idleTimeout)
 	say("ready")
 	err = a.Serve(ctx, ln)
@@ -140,6 +156,12 @@ func runAgentDetached(ctx context.Context, e *env, o agentOptions) error {
 	args := []string{"agent", "--dir", o.dir, "--idle-timeout", o.idleTimeout.String(), "--ready-fd", "3"}
 	if o.verbose {
 		args = append(args, "--verbose")
+	}
+	if o.metricsAddr != "" {
+		args = append(args, "--metrics-addr", o.metricsAddr)
+		if o.metricsRemote {
+			args = append(args, "--metrics-allow-remote")
+		}
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stdin = nil

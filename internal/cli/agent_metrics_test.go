@@ -1,0 +1,205 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/sluicedata/sluice/agent"
+	"github.com/sluicedata/sluice/agentapi"
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/format/mds"
+	"github.com/sluicedata/sluice/metrics"
+)
+
+// waitFile waits for path to exist.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s did not appear within 20s", path)
+}
+
+// TestAgentMetricsScrape runs `sluice agent --metrics-addr unix:PATH`,
+// reads an epoch through it with the Go client, scrapes /metrics and
+// parses the answer with Prometheus's own text parser: the samples, the
+// bytes and the downloads it reports are the epoch's.
+func TestAgentMetricsScrape(t *testing.T) {
+	dir := t.TempDir()
+	remote := filepath.Join(dir, "remote")
+	w, err := mds.NewWriter(remote, &mds.WriterOptions{Columns: map[string]string{"id": "int", "pad": "bytes"}, SizeLimit: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	for i := range n {
+		if err := w.Write(format.Sample{"id": int64(i), "pad": make([]byte, 100)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	shards := len(w.Shards())
+	agentDir := filepath.Join(dir, "agent")
+	msock := filepath.Join(dir, "metrics.sock")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	var stderr bytes.Buffer
+	go func() {
+		done <- Run(ctx, []string{"agent", "--dir", agentDir, "--idle-timeout", "-1s", "--metrics-addr", "unix:" + msock}, &bytes.Buffer{}, &stderr)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("agent: %v\n%s", err, stderr.String())
+		}
+	}()
+	waitFile(t, agent.SocketPath(agentDir))
+	waitFile(t, msock)
+
+	c, err := agentapi.Dial(ctx, agent.SocketPath(agentDir), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	world := agentapi.World{WorldSize: 1, LocalWorldSize: 1, NumWorkers: 1}
+	op, err := c.Open(ctx, agentapi.Open{Job: "metrics", World: world,
+		Dataset: agentapi.Dataset{Remote: remote, Local: filepath.Join(dir, "cache"), BatchSize: 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := c.Begin(ctx, agentapi.Begin{Handle: op.Handle, World: world})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	var release []int64
+	for {
+		b, err := c.Next(ctx, agentapi.Next{Iter: it.Iter, Max: 32, Release: release})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Done {
+			break
+		}
+		release = []int64{b.ID}
+		got += len(b.Entries)
+	}
+	if got != n {
+		t.Fatalf("read %d samples, want %d", got, n)
+	}
+
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", msock)
+	}}, Timeout: 20 * time.Second}
+	resp, err := hc.Get("http://agent/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("official parser: %v", err)
+	}
+	value := func(name string, labels map[string]string) float64 {
+		t.Helper()
+		f := fams[name]
+		if f == nil {
+			t.Fatalf("no %s in the scrape (have %d families)", name, len(fams))
+		}
+		var sum float64
+		for _, m := range f.Metric {
+			if !matches(m, labels) {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.Counter.GetValue()
+			case m.Gauge != nil:
+				sum += m.Gauge.GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.Histogram.GetSampleCount())
+			}
+		}
+		return sum
+	}
+	rank := map[string]string{"dataset": remote, "rank": "0"}
+	if v := value("sluice_samples_delivered_total", rank); v != n {
+		t.Errorf("samples delivered %v, want %d", v, n)
+	}
+	if v := value("sluice_bytes_delivered_total", rank); v <= 100*n {
+		t.Errorf("bytes delivered %v, want more than %d", v, 100*n)
+	}
+	if v := value("sluice_cache_misses_total", rank) + value("sluice_cache_hits_total", rank); v < float64(shards) {
+		t.Errorf("hits + misses %v, want at least the %d shards", v, shards)
+	}
+	if v := value("sluice_time_to_first_sample_seconds", rank); v <= 0 {
+		t.Errorf("time to first sample %v", v)
+	}
+	_ = value("sluice_consumer_wait_seconds_total", rank)
+	_ = value("sluice_prefetch_ahead_shards", rank)
+	if v := value("sluice_cache_downloads_total", nil); v != float64(shards) {
+		t.Errorf("downloads %v, want %d shards", v, shards)
+	}
+	if v := value("sluice_store_request_seconds", map[string]string{"op": "get"}); v < float64(shards) {
+		t.Errorf("%v timed GETs, want at least %d", v, shards)
+	}
+	_ = value("sluice_cache_limit_bytes", nil)
+	if v := value("sluice_cache_bytes", nil); v <= 0 {
+		t.Errorf("cache bytes %v", v)
+	}
+}
+
+func matches(m *dto.Metric, labels map[string]string) bool {
+	for k, v := range labels {
+		ok := false
+		for _, lp := range m.Label {
+			if lp.GetName() == k && lp.GetValue() == v {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func TestAgentMetricsRefusesPublicAddress(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := Run(ctx, []string{"agent", "--dir", dir, "--metrics-addr", "0.0.0.0:0"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if !errors.Is(err, metrics.ErrNotLoopback) {
+		t.Fatalf("err %v, want ErrNotLoopback", err)
+	}
+	if _, err := metrics.Listen("8.8.8.8:9400", false); !errors.Is(err, metrics.ErrNotLoopback) {
+		t.Errorf("8.8.8.8: %v", err)
+	}
+	ln, err := metrics.Listen("127.0.0.1:0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+}

@@ -1,0 +1,100 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicedata/sluice/storage"
+)
+
+// Store times the requests of the buckets it instruments:
+// sluice_store_request_seconds{op} (a histogram of the time to the first
+// byte of a read, or to the answer of a stat or list) and
+// sluice_store_errors_total{op}.
+type Store struct {
+	latency *prometheus.HistogramVec
+	errs    *prometheus.CounterVec
+}
+
+// NewStore returns store metrics; register them with Register.
+func NewStore() *Store {
+	return &Store{
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_store_request_seconds",
+			Help:    "Store request latency: time to the first byte of a read, or to a stat's or list's answer.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16), // 1 ms .. 33 s
+		}, []string{"op"}),
+		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_store_errors_total",
+			Help: "Store requests that failed (each failed attempt before a retry counts).",
+		}, []string{"op"}),
+	}
+}
+
+// Register adds the metrics to reg.
+func (s *Store) Register(reg prometheus.Registerer) error {
+	return errors.Join(reg.Register(s.latency), reg.Register(s.errs))
+}
+
+func (s *Store) observe(op string, start time.Time, err error) {
+	s.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	if err != nil && !errors.Is(err, context.Canceled) {
+		s.errs.WithLabelValues(op).Inc()
+	}
+}
+
+// Registry returns a registry that opens every scheme of r and
+// instruments the buckets it opens. Open stores through the result only
+// (the decorators r's openers add stay underneath, so every attempt of a
+// retried request is timed).
+func (s *Store) Registry(r *storage.Registry) *storage.Registry {
+	out := &storage.Registry{}
+	for _, scheme := range r.Schemes() {
+		out.Register(scheme, func(ctx context.Context, u *url.URL) (storage.Bucket, error) {
+			b, err := r.Open(ctx, u.String())
+			if err != nil {
+				return nil, err
+			}
+			return s.Bucket(b), nil
+		})
+	}
+	return out
+}
+
+// Bucket returns b with its requests timed.
+func (s *Store) Bucket(b storage.Bucket) storage.Bucket { return &bucket{Bucket: b, s: s} }
+
+type bucket struct {
+	storage.Bucket
+	s *Store
+}
+
+// Unwrap returns the instrumented bucket (so the decorator stack sees
+// what is underneath).
+func (b *bucket) Unwrap() storage.Bucket { return b.Bucket }
+
+func (b *bucket) Stat(ctx context.Context, key string) (storage.ObjectInfo, error) {
+	start := time.Now()
+	info, err := b.Bucket.Stat(ctx, key)
+	b.s.observe("stat", start, err)
+	return info, err
+}
+
+func (b *bucket) NewRangeReader(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	start := time.Now()
+	r, err := b.Bucket.NewRangeReader(ctx, key, off, length)
+	b.s.observe("get", start, err)
+	return r, err
+}
+
+func (b *bucket) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {
+	start := time.Now()
+	err := b.Bucket.List(ctx, prefix, fn)
+	b.s.observe("list", start, err)
+	return err
+}
