@@ -45,6 +45,7 @@ type streamFlags struct {
 	keepZip                         bool
 	workers                         int
 	rank, worldSize, localWorldSize int
+	nodes, ranksPerNode             int // canonical world flags (see flags.go)
 	stepTime                        time.Duration
 	resume, saveState               string
 	saveEvery                       int64
@@ -70,7 +71,7 @@ the figures: time to first sample, samples/s, MB/s, cache hits and misses,
 bytes fetched, time waiting for data and, with --step-time, the fraction of a
 training loop's time it would spend waiting for input.
 
-The rank comes from --rank/--world-size/--local-world-size, else from RANK,
+The rank comes from --rank/--nodes/--ranks-per-node, else from RANK,
 WORLD_SIZE and LOCAL_WORLD_SIZE (torchrun) or Slurm's variables. --resume
 continues from a saved state (MosaicML's state_dict JSON, from Sluice or
 Python), also on another world size; --save-state writes the state
@@ -84,6 +85,9 @@ decorator (--retry-* and --stall-timeout; --download-timeout bounds each
 attempt's wait for a response).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkStreamCounts(cmd, &f); err != nil {
+				return err
+			}
 			return runStream(cmd.Context(), e, cmd, &f, args[0])
 		},
 	}
@@ -91,7 +95,7 @@ attempt's wait for a response).`,
 	fl.StringVar(&f.local, "local", "", "local cache directory (default: read URL in place if it is a directory)")
 	fl.StringVar(&f.split, "split", "", "split subdirectory")
 	fl.BoolVar(&f.shuffle, "shuffle", false, "shuffle the samples")
-	fl.StringVar(&f.shuffleAlgo, "shuffle-algo", plan.AlgoPy1e, "shuffle algorithm: naive, py1s, py2s, py1br or py1e")
+	fl.StringVar(&f.shuffleAlgo, "shuffle-algo", plan.AlgoPy1e, shuffleAlgoHelp)
 	fl.Int64Var(&f.shuffleSeed, "shuffle-seed", plan.DefaultShuffleSeed, "shuffle seed")
 	fl.Int64Var(&f.shuffleBlockSize, "shuffle-block-size", 0, "shuffle block size (0: max(4000000/NCN, 262144))")
 	fl.IntVar(&f.numCanonicalNodes, "num-canonical-nodes", 0, "canonical nodes (0: MosaicML's default)")
@@ -105,12 +109,19 @@ attempt's wait for a response).`,
 	fl.StringVar(&f.cacheLimit, "cache-limit", "", `cache size limit ("10gb"; default: none)`)
 	fl.IntVar(&f.downloadRetry, "download-retry", 2, "download attempts per file")
 	fl.DurationVar(&f.downloadTimeout, "download-timeout", time.Minute, "timeout of one download attempt")
-	fl.StringVar(&f.validateHash, "validate-hash", "", "hash algorithm to validate downloads with")
+	fl.StringVar(&f.validateHash, "validate-hash", "", validateHashHelp())
 	fl.BoolVar(&f.keepZip, "keep-zip", false, "keep compressed shards after decompressing")
-	fl.IntVar(&f.workers, "workers", 1, "DataLoader workers per rank")
+	fl.IntVar(&f.workers, "workers-per-rank", 1, "DataLoader workers per rank")
 	fl.IntVar(&f.rank, "rank", -1, "global rank (default: $RANK or Slurm, else 0)")
-	fl.IntVar(&f.worldSize, "world-size", 0, "number of ranks (default: $WORLD_SIZE or Slurm, else 1)")
-	fl.IntVar(&f.localWorldSize, "local-world-size", 0, "ranks per node (default: $LOCAL_WORLD_SIZE, else 1)")
+	fl.IntVar(&f.nodes, "nodes", 0, "physical nodes (default: $WORLD_SIZE/$LOCAL_WORLD_SIZE or Slurm, else 1)")
+	fl.IntVar(&f.ranksPerNode, "ranks-per-node", 0, "ranks (devices) per node (default: $LOCAL_WORLD_SIZE, else 1)")
+	// Deprecated names of the same settings, hidden (see flags.go).
+	fl.IntVar(&f.workers, "workers", 1, "DataLoader workers per rank (deprecated: use --workers-per-rank)")
+	fl.IntVar(&f.worldSize, "world-size", 0, "number of ranks (deprecated: use --nodes and --ranks-per-node)")
+	fl.IntVar(&f.localWorldSize, "local-world-size", 0, "ranks per node (deprecated: use --ranks-per-node)")
+	for _, n := range []string{"workers", "world-size", "local-world-size"} {
+		_ = fl.MarkHidden(n)
+	}
 	fl.DurationVar(&f.stepTime, "step-time", 0, "simulated compute time per batch (e.g. 20ms)")
 	fl.StringVar(&f.resume, "resume", "", "resume from this state JSON file")
 	fl.StringVar(&f.saveState, "save-state", "", "write the state JSON here (atomically) every --save-every samples and at the end")
@@ -140,6 +151,14 @@ func streamWorld(f *streamFlags) (plan.World, error) {
 				return w, fmt.Errorf("stream: --world-size %d is not a multiple of --local-world-size %d", f.worldSize, f.localWorldSize)
 			}
 			w.Nodes, w.RanksPerNode = f.worldSize/f.localWorldSize, f.localWorldSize
+		}
+	}
+	if f.nodes > 0 || f.ranksPerNode > 0 {
+		if f.ranksPerNode > 0 {
+			w.RanksPerNode = f.ranksPerNode
+		}
+		if f.nodes > 0 {
+			w.Nodes = f.nodes
 		}
 	}
 	if f.rank >= 0 {
