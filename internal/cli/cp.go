@@ -35,8 +35,9 @@ that names a missing shard; an object that fails to copy never appears at
 DST. Plain HTTP cannot list, so an http(s) SRC is copied through the files its
 index.json names.
 
-A progress bar is drawn when standard error is a terminal; a final line
-gives the objects, bytes and rate.`,
+Progress counts objects committed at DST (and their bytes), not bytes read:
+--progress auto draws a bar on a terminal and prints lines otherwise; a final
+line gives the objects, bytes and rate.`,
 		Example: `  sluice cp s3://my-bucket/c4/train gs://mirror/c4/train
   sluice cp --skip-existing https://example.com/ds ./ds`,
 		Args: cobra.ExactArgs(2),
@@ -46,7 +47,7 @@ gives the objects, bytes and rate.`,
 	}
 	cmd.Flags().IntVarP(&f.concurrency, "concurrency", "j", 16, "objects copied at once")
 	cmd.Flags().BoolVar(&f.skipExisting, "skip-existing", false, "skip objects that exist at DST with the same size (resume a copy)")
-	cmd.Flags().StringVar(&f.progress, "progress", "auto", "progress display: auto (bar on a terminal), bar, none")
+	cmd.Flags().StringVar(&f.progress, "progress", "auto", "progress display: "+progressValues)
 	return cmd
 }
 
@@ -54,10 +55,9 @@ func runCp(ctx context.Context, e *env, src, dst string, f *cpFlags) (err error)
 	if f.concurrency <= 0 {
 		return fmt.Errorf("cp: --concurrency must be positive, got %d", f.concurrency)
 	}
-	switch f.progress {
-	case "auto", "bar", "none":
-	default:
-		return fmt.Errorf("cp: --progress must be auto, bar or none, got %q", f.progress)
+	mode, err := parseProgress(f.progress)
+	if err != nil {
+		return fmt.Errorf("cp: %w", err)
 	}
 	sb, err := openStore(ctx, e, src)
 	if err != nil {
@@ -90,10 +90,12 @@ func runCp(ctx context.Context, e *env, src, dst string, f *cpFlags) (err error)
 		SkipExisting: f.skipExisting,
 		Objects:      objects,
 	}
-	showBar := f.progress == "bar" || (f.progress == "auto" && isTerminal(e.stderr))
 	var stopBar func(ok bool)
-	if showBar {
-		opts.Progress, opts.OnObject, stopBar = cpProgressBar(e.stderr, total, len(objects))
+	switch mode.resolve(e.stderr) {
+	case "bar":
+		opts.OnObject, stopBar = cpProgressBar(e.stderr, total, len(objects))
+	case "plain":
+		opts.OnObject, stopBar = cpProgressLines(e.stderr, total, len(objects))
 	}
 	start := time.Now()
 	stats, err := storage.CopyTree(ctx, sb, db, opts)
@@ -126,31 +128,31 @@ func sameRoot(a, b string) bool {
 	return strings.HasPrefix(a, b) || strings.HasPrefix(b, a)
 }
 
-// cpProgressBar draws a byte bar with rate and ETA. The returned stop
-// completes (ok) or aborts the bar and waits for its last frame.
-func cpProgressBar(w io.Writer, total int64, objects int) (progress func(int64), onObject func(storage.ObjectInfo, bool), stop func(ok bool)) {
+// cpProgressBar draws a bar of the objects committed at the destination,
+// with their bytes, rate and ETA. The returned stop completes (ok) or
+// aborts the bar and waits for its last frame.
+func cpProgressBar(w io.Writer, total int64, objects int) (onObject func(storage.ObjectInfo, bool), stop func(ok bool)) {
 	p := mpb.New(mpb.WithOutput(w), mpb.WithWidth(40), mpb.WithAutoRefresh())
-	var done atomic.Int64
+	var bytes atomic.Int64
 	// Created without a total, so that reaching it does not complete the
 	// bar before the last object is counted; stop completes it.
 	bar := p.New(0, mpb.BarStyle(),
 		mpb.PrependDecorators(
-			decor.Any(func(decor.Statistics) string { return fmt.Sprintf("cp %d/%d ", done.Load(), objects) }),
-			decor.CountersKibiByte("% .1f / % .1f"),
+			decor.Any(func(s decor.Statistics) string { return fmt.Sprintf("cp %d/%d objects ", s.Current, objects) }),
+			decor.Any(func(decor.Statistics) string {
+				return fmt.Sprintf("%s / %s", humanBytes(bytes.Load()), humanBytes(total))
+			}),
 		),
 		mpb.AppendDecorators(
-			decor.AverageSpeed(decor.SizeB1024(0), " % .1f"),
+			decor.AverageSpeed(0, " %.1f objects/s"),
 			decor.Name("  ETA "),
 			decor.AverageETA(decor.ET_STYLE_GO),
 		),
 	)
-	bar.SetTotal(total, false)
-	progress = func(n int64) { bar.IncrInt64(n) }
+	bar.SetTotal(int64(objects), false)
 	onObject = func(info storage.ObjectInfo, skipped bool) {
-		done.Add(1)
-		if skipped {
-			bar.IncrInt64(info.Size)
-		}
+		bytes.Add(info.Size)
+		bar.Increment()
 	}
 	stop = func(ok bool) {
 		if ok {
@@ -160,5 +162,17 @@ func cpProgressBar(w io.Writer, total int64, objects int) (progress func(int64),
 		}
 		p.Wait()
 	}
-	return progress, onObject, stop
+	return onObject, stop
+}
+
+// cpProgressLines prints a line of the objects committed every few
+// seconds (for logs), and a last one at the end.
+func cpProgressLines(w io.Writer, total int64, objects int) (onObject func(storage.ObjectInfo, bool), stop func(ok bool)) {
+	line := newThrottledLine(w, "cp")
+	var n, bytes atomic.Int64
+	onObject = func(info storage.ObjectInfo, skipped bool) {
+		done, b := n.Add(1), bytes.Add(info.Size)
+		line.update(fmt.Sprintf("%d/%d objects, %s / %s committed", done, objects, humanBytes(b), humanBytes(total)))
+	}
+	return onObject, func(bool) { line.done() }
 }

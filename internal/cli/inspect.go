@@ -13,7 +13,7 @@ import (
 )
 
 func newInspectCommand(e *env) *cobra.Command {
-	var listShards, noStat bool
+	var listShards, noStat, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "inspect DATASET",
 		Short: "Describe a dataset",
@@ -22,7 +22,8 @@ gs://, az://, https://, file://) from its index.json: format, columns and
 their encodings, shards, samples, raw and stored bytes, compression and
 hashes. The shard files themselves are not read: each is looked up in the
 store (in parallel) to report the bytes actually stored and any file that
-is missing or has another size than the index says; --no-stat skips that.`,
+is missing or has another size than the index says; --no-stat skips that.
+--json prints the same as one JSON object (snake_case keys).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -41,11 +42,15 @@ is missing or has another size than the index says; --no-stat skips that.`,
 					return fmt.Errorf("inspect: %w", err)
 				}
 			}
+			if asJSON {
+				return writeInspectJSON(e.stdout, args[0], idx, stats, listShards)
+			}
 			return writeInspect(e.stdout, args[0], idx, stats, listShards)
 		},
 	}
 	cmd.Flags().BoolVar(&listShards, "shards", false, "also list every shard")
 	cmd.Flags().BoolVar(&noStat, "no-stat", false, "read index.json only; do not look up the shard files")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the description as JSON")
 	return cmd
 }
 

@@ -21,7 +21,7 @@ import (
 const maxLsIndexSize = 256 << 20
 
 func newLsCommand(e *env) *cobra.Command {
-	var long, exact bool
+	var long, exact, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "ls URL",
 		Short: "List objects under a URL",
@@ -31,20 +31,29 @@ an http(s):// dataset. Plain HTTP cannot list, so for it ls lists the files
 the dataset's index.json names.
 
 With -l each line shows size, modification time and key; a summary line goes
-to standard error.`,
+to standard error. --json prints one JSON object per object instead:
+{"key", "size", "mod_time"} (mod_time RFC 3339, "" when the store has none).`,
 		Example: `  sluice ls s3://my-bucket/datasets/c4/
   sluice ls -l ./out/train`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runLs(cmd.Context(), e, args[0], long, exact)
+			return runLs(cmd.Context(), e, args[0], long, exact, asJSON)
 		},
 	}
 	cmd.Flags().BoolVarP(&long, "long", "l", false, "show size and modification time")
 	cmd.Flags().BoolVar(&exact, "bytes", false, "with -l, show sizes in bytes rather than KiB/MiB/GiB")
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print one JSON object per line: {"key", "size", "mod_time"}`)
 	return cmd
 }
 
-func runLs(ctx context.Context, e *env, rawURL string, long, exact bool) (err error) {
+// lsEntry is one line of ls --json.
+type lsEntry struct {
+	Key     string `json:"key"`
+	Size    int64  `json:"size"`
+	ModTime string `json:"mod_time"`
+}
+
+func runLs(ctx context.Context, e *env, rawURL string, long, exact, asJSON bool) (err error) {
 	b, err := openStore(ctx, e, rawURL)
 	if err != nil {
 		return err
@@ -55,6 +64,18 @@ func runLs(ctx context.Context, e *env, rawURL string, long, exact bool) (err er
 	printObject := func(info storage.ObjectInfo) error {
 		n++
 		total += info.Size
+		if asJSON {
+			ent := lsEntry{Key: info.Key, Size: info.Size}
+			if !info.ModTime.IsZero() {
+				ent.ModTime = info.ModTime.UTC().Format(time.RFC3339Nano)
+			}
+			b, err := json.Marshal(ent)
+			if err != nil {
+				return err
+			}
+			_, err = e.stdout.Write(append(b, '\n'))
+			return err
+		}
 		if !long {
 			_, err := fmt.Fprintln(e.stdout, info.Key)
 			return err
@@ -92,7 +113,7 @@ func runLs(ctx context.Context, e *env, rawURL string, long, exact bool) (err er
 	if n == 0 {
 		return fmt.Errorf("ls %s: no objects there", rawURL)
 	}
-	if long {
+	if long && !asJSON {
 		fmt.Fprintf(e.stderr, "%d objects, %s\n", n, humanBytes(total))
 	}
 	return nil

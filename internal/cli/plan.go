@@ -36,6 +36,7 @@ type planFlags struct {
 	nodes                int
 	ranksPerNode         int
 	workersPerRank       int
+	aliases              worldAliases
 	epoch                int64
 	sampleInEpoch        int64
 	initialPhysicalNodes int
@@ -77,7 +78,7 @@ or MosaicML's.`,
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&f.shuffle, "shuffle", false, "shuffle the samples")
-	fl.StringVar(&f.shuffleAlgo, "shuffle-algo", plan.AlgoPy1e, "shuffle algorithm: naive, py1s, py2s, py1br, py1e or py1b")
+	fl.StringVar(&f.shuffleAlgo, "shuffle-algo", plan.AlgoPy1e, shuffleAlgoHelp)
 	fl.Int64Var(&f.shuffleSeed, "shuffle-seed", plan.DefaultShuffleSeed, "shuffle seed")
 	fl.Int64Var(&f.shuffleBlockSize, "shuffle-block-size", 0, "shuffle block size (0: max(4000000/NCN, 262144))")
 	fl.IntVar(&f.numCanonicalNodes, "num-canonical-nodes", 0, "canonical nodes (0: nodes, or 64×nodes for py1s/py2s)")
@@ -90,6 +91,7 @@ or MosaicML's.`,
 	fl.IntVar(&f.nodes, "nodes", 1, "physical nodes")
 	fl.IntVar(&f.ranksPerNode, "ranks-per-node", 1, "ranks (devices) per node")
 	fl.IntVar(&f.workersPerRank, "workers-per-rank", 1, "DataLoader workers per rank")
+	addWorldAliases(fl, &f.aliases)
 	fl.Int64Var(&f.epoch, "epoch", 0, "epoch")
 	fl.Int64Var(&f.sampleInEpoch, "sample-in-epoch", 0, "samples of the epoch already consumed over all ranks (resume)")
 	fl.IntVar(&f.initialPhysicalNodes, "initial-physical-nodes", 0, "node count of the first run when resuming (0: none)")
@@ -105,6 +107,9 @@ or MosaicML's.`,
 }
 
 func runPlan(ctx context.Context, e *env, cmd *cobra.Command, f *planFlags, args []string) error {
+	if err := applyWorldAliases(cmd, &f.aliases, &f.nodes, &f.ranksPerNode, &f.workersPerRank); err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
 	streams, names, err := planStreams(ctx, e, f, args)
 	if err != nil {
 		return err

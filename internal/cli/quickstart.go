@@ -164,14 +164,7 @@ func runQuickstart(ctx context.Context, e *env, f *quickstartFlags) (err error) 
 		n, phase1.samples, phase2.samples)
 	fmt.Fprintln(out, "   each decoded with its id column equal to its sample ID; no cache ever exceeded its limit.")
 	fmt.Fprintln(out)
-	kept := f.keep || f.dir != ""
-	if kept {
-		fmt.Fprintf(out, "Files kept in %s. Stream the dataset as one rank would:\n", dir)
-	} else {
-		fmt.Fprintln(out, "Run `sluice quickstart --keep` to keep the files, then stream the dataset as one rank would:")
-	}
-	fmt.Fprintf(out, "   sluice stream %s --local %s --cache-limit %dmb --shuffle --batch-size %d --step-time 20ms\n",
-		url, filepath.Join(dir, "cache", "cli"), (limit+1<<20-1)>>20, qsBatch)
+	fmt.Fprint(out, quickstartHint(dir, f.keep || f.dir != "", (limit+1<<20-1)>>20))
 	return nil
 }
 
@@ -393,4 +386,27 @@ func qsWrite(dir string, size int64) (int, []format.ShardInfo, error) {
 		}
 	}
 	return n, info, nil
+}
+
+// quickstartDemoDir is the directory the closing hint suggests when the
+// run's own directory is removed on exit.
+const quickstartDemoDir = "./sluice-quickstart"
+
+// quickstartHint is the closing hint: a stream command for the dataset.
+// It names dir only when dir is kept; otherwise it names the directory a
+// rerun with --dir would keep, and says so.
+func quickstartHint(dir string, kept bool, limitMB int64) string {
+	var b strings.Builder
+	if kept {
+		fmt.Fprintf(&b, "Files kept in %s. Stream the dataset as one rank would:\n", dir)
+	} else {
+		fmt.Fprintf(&b, "The working directory was removed. Keep the files with `sluice quickstart --dir %s`, then stream the dataset as one rank would:\n", quickstartDemoDir)
+	}
+	src, cache := "file://"+filepath.Join(dir, "remote"), filepath.Join(dir, "cache", "cli")
+	if !kept {
+		src, cache = quickstartDemoDir+"/remote", quickstartDemoDir+"/cache/cli"
+	}
+	fmt.Fprintf(&b, "   sluice stream %s --local %s --cache-limit %dmb --shuffle --batch-size %d --step-time 20ms\n",
+		src, cache, limitMB, qsBatch)
+	return b.String()
 }

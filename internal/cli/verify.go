@@ -9,8 +9,20 @@ import (
 // verifyUnsoundCode is verify's exit code when the dataset has problems.
 const verifyUnsoundCode = 2
 
+// verifyReport is verify --json's output.
+type verifyReport struct {
+	Dataset  string   `json:"dataset"`
+	Sound    bool     `json:"sound"`
+	Shards   int64    `json:"shards"`
+	Samples  int64    `json:"samples"`
+	Files    int      `json:"files"`
+	Bytes    int64    `json:"bytes"`
+	Problems []string `json:"problems"`
+}
+
 func newVerifyCommand(e *env) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "verify DATASET",
 		Short: "Check a dataset's index, files, hashes and samples",
 		Long: `Check the dataset at DATASET (a local directory or a store URL: s3://,
@@ -24,7 +36,8 @@ directory a few at a time and removed once checked.
 
 Exit status: 0 when the dataset is sound, 2 when problems were found (each
 printed on stderr with file, shard, sample and problem), 1 when the check
-could not run.`,
+could not run. --json prints {"dataset", "sound", "shards", "samples",
+"files", "bytes", "problems": [...]} on stdout instead (same exit status).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := openDataset(cmd.Context(), e, args[0])
@@ -32,18 +45,31 @@ could not run.`,
 				return fmt.Errorf("verify: %w", err)
 			}
 			defer d.Close()
+			problems := []string{}
 			st, err := verifyDataset(cmd.Context(), d, func(p error) {
-				fmt.Fprintf(e.stderr, "problem: %v\n", p)
+				problems = append(problems, p.Error())
+				if !asJSON {
+					fmt.Fprintf(e.stderr, "problem: %v\n", p)
+				}
 			})
 			if err != nil {
 				return fmt.Errorf("verify: %w", err)
 			}
-			fmt.Fprintf(e.stdout, "%d shards, %d samples, %d files, %d bytes checked: %d problems\n",
-				st.Shards, st.Samples, st.Files, st.Bytes, st.Problems)
+			if asJSON {
+				if err := writeJSON(e.stdout, verifyReport{Dataset: args[0], Sound: st.Problems == 0, Shards: st.Shards,
+					Samples: st.Samples, Files: st.Files, Bytes: st.Bytes, Problems: problems}); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(e.stdout, "%d shards, %d samples, %d files, %d bytes checked: %d problems\n",
+					st.Shards, st.Samples, st.Files, st.Bytes, st.Problems)
+			}
 			if st.Problems > 0 {
 				return &ExitError{Code: verifyUnsoundCode, Err: fmt.Errorf("verify: %s: %d problems", args[0], st.Problems)}
 			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
 }
