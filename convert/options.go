@@ -265,6 +265,9 @@ func (o *Options) resolve() (*resolved, error) {
 	if err := r.checkTokenize(); err != nil {
 		return nil, err
 	}
+	if r.ImageEncoding != "" && !slices.Contains(input.ImageEncodings, r.ImageEncoding) {
+		return nil, fmt.Errorf("convert: bad image encoding %q (want one of %s)", r.ImageEncoding, strings.Join(input.ImageEncodings, ", "))
+	}
 	pol := fetch.Policy{Schemes: r.FetchSchemes, FileRoot: r.FetchFileRoot, AllowNets: r.FetchAllowNets}
 	if err := pol.Validate(); err != nil {
 		return nil, fmt.Errorf("convert: %w", err)

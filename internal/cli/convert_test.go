@@ -147,3 +147,28 @@ func TestConvertQualityGateExitCode(t *testing.T) {
 		t.Errorf("summary:\n%s", stdout)
 	}
 }
+
+func TestConvertRejectsOddFlags(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(`{"id": 1}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, extra := range [][]string{
+		{"--workers", "-3"}, {"--fetch-concurrency", "-1"}, {"--nulls", "maybe"}, {"--fetch-allow-net", "10.0.0.0/99"},
+		{"--fetch-schemes", "ftp"}, {"--image-encoding", "gif"}, {"--pack", "-2"}, {"--tokenize", "text"},
+		{"--pack-drop-last"},
+	} {
+		args := append([]string{"convert", in, filepath.Join(dir, "out"), "--progress", "none"}, extra...)
+		if _, _, err := runConvertCLI(t, args...); err == nil {
+			t.Errorf("convert %v succeeded", extra)
+		}
+	}
+	// The same command twice: the second run finds the dataset finished.
+	args := []string{"convert", in, filepath.Join(dir, "ok"), "--progress", "none"}
+	for i := range 2 {
+		if _, _, err := runConvertCLI(t, args...); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+	}
+}
