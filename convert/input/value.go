@@ -56,8 +56,8 @@ type Value struct {
 
 // Column is one output column: a name and its MDS encoding.
 type Column struct {
-	Name     string
-	Encoding string
+	Name     string `json:"name"`
+	Encoding string `json:"encoding"`
 }
 
 // NDArray is the kind of a one-dimensional array of numbers (a Parquet

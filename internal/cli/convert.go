@@ -137,9 +137,12 @@ the index.`,
 	fl.BoolVar(&f.packDropLast, "pack-drop-last", false, "with --pack, drop the last partial block (default: keep it, shorter)")
 	fl.StringVar(&f.part, "part", "", "convert part I of N (I/N) into OUT/part-I/")
 	fl.IntVar(&f.parts, "parts", 0, "number of parts when the part index comes from JOB_COMPLETION_INDEX")
-	fl.IntVar(&f.workers, "workers", 0, "parallel workers (default: all cores)")
+	fl.IntVarP(&f.workers, "concurrency", "j", 0, "parallel workers (default: all cores)")
+	// The old name, hidden: -j/--concurrency is the name cp uses too.
+	fl.IntVar(&f.workers, "workers", 0, "parallel workers (deprecated: use -j/--concurrency)")
+	_ = fl.MarkHidden("workers")
 	fl.IntVar(&f.inferRows, "infer-rows", 0, "records looked at to infer columns (default 1000)")
-	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (bars on a terminal, lines otherwise), bar, plain, none")
+	fl.StringVar(&f.progress, "progress", "auto", "progress display: "+progressValues)
 	fl.BoolVar(&f.jsonReport, "json", false, "print the report as JSON instead of the summary")
 	return cmd
 }
