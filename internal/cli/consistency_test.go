@@ -273,3 +273,39 @@ func TestWriteCommandEvents(t *testing.T) {
 		}
 	}
 }
+
+// convert takes -j/--concurrency as cp does (--workers still works), and
+// every key of convert-report.json (and of convert --json) is snake_case.
+func TestConvertConcurrencyAndSnakeCaseReport(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	var b bytes.Buffer
+	for i := range 50 {
+		b.WriteString(`{"id": ` + strings.Repeat("1", 1+i%3) + `, "text": "row"}` + "\n")
+	}
+	if err := os.WriteFile(in, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i, flag := range []string{"-j", "--concurrency", "--workers"} {
+		out := filepath.Join(dir, "out"+strings.Repeat("x", i))
+		stdout, stderr, err := runFmtCLI(t, "convert", in, out, flag, "2", "--progress", "none", "--json")
+		if err != nil {
+			t.Fatalf("convert %s 2: %v\n%s", flag, err, stderr)
+		}
+		report, err := os.ReadFile(filepath.Join(out, "convert-report.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for what, text := range map[string]string{"convert-report.json": string(report), "convert --json": stdout} {
+			var v any
+			if err := json.Unmarshal([]byte(text), &v); err != nil {
+				t.Fatalf("%s: %v\n%s", what, err, text)
+			}
+			checkSnake(t, what, v, map[string]bool{"columns_by_name": true})
+		}
+	}
+	help, _, _ := runFmtCLI(t, "convert", "--help")
+	if !strings.Contains(help, "-j, --concurrency") || strings.Contains(help, "--workers ") || !strings.Contains(help, "plain") {
+		t.Errorf("convert --help:\n%s", help)
+	}
+}
