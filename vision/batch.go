@@ -18,10 +18,12 @@ type BatchError struct {
 	Err error
 }
 
+// Error names the image, its sample and the cause.
 func (e *BatchError) Error() string {
 	return fmt.Sprintf("vision: image %d of the batch (sample %d): %v", e.Index, e.Sample, e.Err)
 }
 
+// Unwrap returns the cause.
 func (e *BatchError) Unwrap() error { return e.Err }
 
 // Decoder decodes batches on a fixed number of goroutines with reusable
