@@ -115,7 +115,7 @@ func parseFastHeader(h []byte) (typ byte, name string, size int64, ok bool) {
 	typ = h[156]
 	switch typ {
 	case tar.TypeReg, tar.TypeCont:
-	case tar.TypeRegA:
+	case 0: // the old TypeRegA: a regular file, or a directory by its trailing slash
 		typ = tar.TypeReg
 		if len(name) > 0 && name[len(name)-1] == '/' {
 			typ, size = tar.TypeDir, 0
