@@ -162,3 +162,22 @@ func FuzzCompactIndex(f *testing.F) {
 		parseAll(t, b)
 	})
 }
+
+// TestReadCompactIndexReadError returns the reader's error, not a
+// corruption: the text was not bad, it did not arrive.
+func TestReadCompactIndexReadError(t *testing.T) {
+	b := bigIndex(50)
+	boom := errors.New("connection reset")
+	r := io.MultiReader(bytes.NewReader(b[:len(b)/2]), iotest.ErrReader(boom))
+	_, err := format.ReadCompactIndex(r)
+	if !errors.Is(err, boom) || errors.Is(err, format.ErrCorrupt) {
+		t.Fatalf("error %v: want the read error, not ErrCorrupt", err)
+	}
+	// A window larger than the default: one shard entry with a 600 KB
+	// unknown value, read in small pieces.
+	big := strings.Replace(string(bigIndex(3)), `"version": 2, "zip_data"`, `"version": 2, "x": "`+strings.Repeat("y", 600<<10)+`", "zip_data"`, 1)
+	c, err := format.ReadCompactIndex(chunkReader{strings.NewReader(big), 4096})
+	if err != nil || c.Len() != 3 || c.NumConfigs() != 2 {
+		t.Fatalf("large entry: %v", err)
+	}
+}
