@@ -482,3 +482,65 @@ func TestTarIndexSkipsLargeMembers(t *testing.T) {
 		t.Fatalf("directory in place: %d samples", dd.Len())
 	}
 }
+
+// TestTarMixedWithMDS mixes a tar stream and an MDS stream in one dataset:
+// every sample of both once per epoch, each from its own format.
+func TestTarMixedWithMDS(t *testing.T) {
+	ctx := context.Background()
+	tarReg, _ := memTars(t, writeTars(t, 4, 10, 100))
+	mdsReg, _ := memDataset(t, spec{samples: 60, payload: 32, sizeLimit: 1 << 10})
+	reg := &storage.Registry{}
+	reg.Register("mem", func(ctx context.Context, u *url.URL) (storage.Bucket, error) {
+		if u.Host == "mds" {
+			return mdsReg.Open(ctx, "mem://data")
+		}
+		return tarReg.Open(ctx, u.String())
+	})
+	ds, err := stream.Open(ctx, &stream.Options{Streams: []stream.Stream{
+		{Remote: "mem://data/shard-{000000..000003}.tar"}, {Remote: "mem://mds"},
+	}, Local: t.TempDir(), Registry: reg, BatchSize: 4, Shuffle: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	if ds.Len() != 100 {
+		t.Fatalf("%d samples, want 100", ds.Len())
+	}
+	ep, err := ds.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := ep.RankIter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	tars, mdss := map[int64]int{}, map[int64]int{}
+	for it.Next() {
+		s, err := it.Sample()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := s[wds.KeyField]; ok {
+			tars[tarSampleID(t, s)]++
+		} else {
+			mdss[sampleID(t, s)]++
+		}
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(tars) != 40 || len(mdss) != 60 {
+		t.Fatalf("%d tar samples and %d MDS samples, want 40 and 60", len(tars), len(mdss))
+	}
+	for id, n := range tars {
+		if n != 1 {
+			t.Errorf("tar sample %d %d times", id, n)
+		}
+	}
+	for id, n := range mdss {
+		if n != 1 {
+			t.Errorf("MDS sample %d %d times", id, n)
+		}
+	}
+}
