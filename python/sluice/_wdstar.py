@@ -52,10 +52,15 @@ def _pax_records(data):
     return out
 
 
+_META = re.compile(r"__[^/]*__($|/)")
+
+
 def _is_meta(name):
-    if "/" not in name and name.startswith("__") and name.endswith("__"):
+    if not name.startswith("__"):
+        return False
+    if "/" not in name and name.endswith("__"):
         return True
-    return re.match(r"__[^/]*__($|/)", name) is not None
+    return _META.match(name) is not None
 
 
 def split_name(name):
@@ -74,14 +79,26 @@ def parse_members(buf, off, length):
     long_name = None
     pax = None
     while pos + 512 <= end:
-        h = buf[pos : pos + 512]
-        if h == _ZERO:
+        if buf[pos] == 0 and buf[pos : pos + 512] == _ZERO:
             return
-        size = _octal(h[124:136])
-        typ = h[156:157]
+        sz = buf[pos + 124 : pos + 136]
+        if sz[0] & 0x80:
+            size = _octal(sz)
+        else:
+            sz = sz.strip(b"\0 ")
+            size = int(sz, 8) if sz else 0
+        typ = buf[pos + 156 : pos + 157]
         data = pos + 512
-        nxt = data + ((size + 511) & ~511)
-        if typ == b"x":
+        if typ in _REGULAR and pax is None and long_name is None:
+            raw = buf[pos : pos + 100]
+            nul = raw.find(b"\0")
+            if nul >= 0:
+                raw = raw[:nul]
+            if buf[pos + 257 : pos + 263] == b"ustar\0" and buf[pos + 345] != 0:
+                prefix = buf[pos + 345 : pos + 500].split(b"\0", 1)[0]
+                raw = prefix + b"/" + raw
+            yield raw.decode("utf-8", "surrogateescape"), data, size
+        elif typ == b"x":
             pax = _pax_records(bytes(buf[data : data + size]))
         elif typ == b"L":
             long_name = bytes(buf[data : data + size]).rstrip(b"\0")
@@ -90,22 +107,21 @@ def parse_members(buf, off, length):
         else:
             if pax is not None and b"size" in pax:
                 size = int(pax[b"size"])
-                nxt = data + ((size + 511) & ~511)
             if typ in _REGULAR:
                 if pax is not None and b"path" in pax:
                     raw = pax[b"path"]
                 elif long_name is not None:
                     raw = long_name
                 else:
-                    raw = bytes(h[0:100]).split(b"\0", 1)[0]
-                    if h[257:263] == b"ustar\0":
-                        prefix = bytes(h[345:500]).split(b"\0", 1)[0]
+                    raw = bytes(buf[pos : pos + 100]).split(b"\0", 1)[0]
+                    if buf[pos + 257 : pos + 263] == b"ustar\0":
+                        prefix = bytes(buf[pos + 345 : pos + 500]).split(b"\0", 1)[0]
                         if prefix:
                             raw = prefix + b"/" + raw
                 yield raw.decode("utf-8", "surrogateescape"), data, size
             long_name = None
             pax = None
-        pos = nxt
+        pos = data + ((size + 511) & ~511)
 
 
 class TarRecord:
@@ -119,6 +135,8 @@ class TarRecord:
     def __call__(self, buf, off=0, length=None):
         if length is None:
             length = len(buf) - off
+        if isinstance(buf, memoryview):
+            buf, off = bytes(buf[off : off + length]), 0
         sample = {"__key__": None, "__url__": self.url}
         for name, start, size in parse_members(buf, off, length):
             if _is_meta(name):
