@@ -136,6 +136,13 @@ func Open(ctx context.Context, opts *Options) (_ *Dataset, err error) {
 	return d, nil
 }
 
+// CheckLimit fails with an error matching cache.ErrLimitTooSmall (a
+// *cache.LimitError stating the minimum) when the cache limit cannot hold
+// holders leased shards plus one being fetched, for the largest shard of
+// any stream, besides the indexes. A server that lets each consumer hold
+// several shards (the agent) passes their total.
+func (d *Dataset) CheckLimit(holders int) error { return d.checkLimit(holders) }
+
 // checkLimit fails when the cache cannot hold holders leased shards plus
 // one being fetched, for the largest shard of any stream.
 func (d *Dataset) checkLimit(holders int) error {
