@@ -300,6 +300,12 @@ func checkWorld(w agentapi.World) error {
 	return nil
 }
 
+// servedShards is how many shards one client iteration may hold leased
+// at once: the two batches a pipelining client holds (consecutive, so at
+// most two shards between them) and the shard the iteration's producer
+// has moved on to (see iteration.run).
+const servedShards = 3
+
 // begin starts one worker's iteration of its next epoch, on the job's
 // cursor for that (rank, worker): the cursor's tracker applies MosaicML's
 // epoch counter and resume rules.
@@ -313,6 +319,14 @@ func (c *conn) begin(ctx context.Context, req agentapi.Begin) (agentapi.Begun, e
 	}
 	if req.Skip < 0 {
 		return agentapi.Begun{}, badRequestf("skip %d is negative", req.Skip)
+	}
+	// Every DataLoader worker of every local rank may hold up to
+	// servedShards shards at once; the limit must hold them all plus one
+	// being fetched, or some worker can wait for space for ever.
+	holders := max(req.World.LocalWorldSize, 1) * max(req.World.NumWorkers, 1) * servedShards
+	if err := h.ds.ds.CheckLimit(holders); err != nil {
+		return agentapi.Begun{}, fmt.Errorf("agent: %d local ranks × %d workers, each holding up to %d shards: %w",
+			max(req.World.LocalWorldSize, 1), max(req.World.NumWorkers, 1), servedShards, err)
 	}
 	cur, err := c.a.cursor(ctx, h.job, req.World.Rank, req.World.Worker)
 	if err != nil {

@@ -63,8 +63,8 @@ class InvalidArgumentError(SluiceError, ValueError):
     code = "invalid"
 
 
-class CacheLimitError(SluiceError):
-    """The cache limit cannot hold what is needed."""
+class CacheLimitError(SluiceError, ValueError):
+    """The cache limit cannot hold what is needed (MosaicML: ValueError)."""
 
     code = "cache_limit"
 

@@ -56,7 +56,7 @@ def trial_main(cfg):
     print(json.dumps({"ids": got}), flush=True)
 
 
-def run_trials(trials, workers=3, cache_limit="160kb", timeout=120, seed=0, log=print):
+def run_trials(trials, workers=3, cache_limit="200kb", timeout=120, seed=0, log=print):
     """Runs the trials; returns (failures, results)."""
     tmp = tempfile.mkdtemp(prefix="sluice-killtrials-")
     try:
@@ -101,7 +101,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--workers", type=int, default=3)
-    ap.add_argument("--cache-limit", default="160kb")
+    ap.add_argument("--cache-limit", default="200kb")
     ap.add_argument("--timeout", type=int, default=120, help="seconds per trial before it counts as hung")
     ap.add_argument("--trial", help=argparse.SUPPRESS)
     a = ap.parse_args()

@@ -35,13 +35,10 @@ def run_trial(cfg, env, timeout):
 
 
 @unittest.skipIf(torch is None, "torch missing")
-@unittest.skipUnless(os.environ.get("SLUICE_TEST_KILL_TRIALS"),
-                     "known gap (issue #10): some trials still stall after the agent's SIGKILL under a 160kb "
-                     "limit; set SLUICE_TEST_KILL_TRIALS=1 or run agent_kill_trials.py")
 class AgentKillTest(helpers.AgentCase):
     def test_kill_agent_under_cache_limit_three_workers(self):
         # 3 trials here; agent_kill_trials.py runs 20 or more.
-        failures, results = agent_kill_trials.run_trials(3, workers=3, cache_limit="160kb", timeout=90, seed=7,
+        failures, results = agent_kill_trials.run_trials(3, workers=3, cache_limit="200kb", timeout=90, seed=7,
                                                          log=lambda s: None)
         self.assertEqual(failures, 0, results)
 
@@ -57,6 +54,26 @@ class SmallCacheTest(helpers.AgentCase):
                "cache_limit": "1mb", "workers": 2, "agent_dir": self.agent_dir, "stall_timeout": 30}
         ids = run_trial(cfg, dict(os.environ), timeout=90)
         self.assertEqual(sorted(ids), list(range(600)))
+
+
+@unittest.skipIf(torch is None, "torch missing")
+class TooSmallTest(helpers.AgentCase):
+    def test_limit_below_what_workers_hold_is_a_value_error(self):
+        # 3 workers may hold 3 shards each, plus one being fetched: 160kb
+        # (~9 shards of ~16 KB besides the index) used to be accepted and
+        # then stall; now the check states the true minimum.
+        import sluice
+        from torch.utils.data import DataLoader
+
+        remote = os.path.join(self.tmp, "remote-small")
+        agent_kill_trials.write_dataset(remote)
+        ds = sluice.StreamingDataset(remote=remote, local=os.path.join(self.tmp, "c-small"), batch_size=4,
+                                     cache_limit="160kb")
+        with self.assertRaises(ValueError) as cm:
+            for _ in DataLoader(ds, batch_size=4, num_workers=3):
+                pass
+        self.assertIn("3 workers", str(cm.exception))
+        self.assertIn("cache limit", str(cm.exception).lower())
 
 
 @unittest.skipIf(torch is None, "torch missing")
