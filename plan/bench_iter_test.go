@@ -24,14 +24,17 @@ func BenchmarkResumeFirst(b *testing.B) {
 					if o.Shuffle {
 						o.ShuffleAlgo = algo
 					}
-					p, err := plan.New(benchStreams(n), o)
-					if err != nil {
-						b.Fatal(err)
-					}
+					streams := benchStreams(n)
 					shape := plan.Shape{Nodes: 1, RanksPerNode: 8, WorkersPerRank: 8}
 					b.ReportAllocs()
 					cpu := processCPU()
 					for b.Loop() {
+						// A Planner of its own each time: its Epochs share
+						// their shuffle's preparation.
+						p, err := plan.New(streams, o)
+						if err != nil {
+							b.Fatal(err)
+						}
 						ep, err := p.Epoch(plan.EpochSpec{SampleInEpoch: n * at / 100, Shape: shape})
 						if err != nil {
 							b.Fatal(err)
@@ -49,4 +52,39 @@ func BenchmarkResumeFirst(b *testing.B) {
 			}
 		}
 	}
+}
+
+// BenchmarkResumeNode measures what a node's agent does when a job
+// resumes at 90% of a 10M-sample epoch: every one of 8 ranks × 8 workers
+// plans the epoch (one Planner, as the agent holds one per dataset) and
+// maps its first batch. The Epochs share the shuffle's preparation.
+func BenchmarkResumeNode(b *testing.B) {
+	const n = 10_000_000
+	streams := benchStreams(n)
+	shape := plan.Shape{Nodes: 1, RanksPerNode: 8, WorkersPerRank: 8}
+	o := &plan.Options{Shuffle: true, ShuffleAlgo: plan.AlgoPy1e, BatchSize: 32}
+	b.ReportAllocs()
+	cpu := processCPU()
+	for b.Loop() {
+		p, err := plan.New(streams, o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for r := range 8 {
+			for w := range 8 {
+				ep, err := p.Epoch(plan.EpochSpec{SampleInEpoch: n * 9 / 10, Shape: shape})
+				if err != nil {
+					b.Fatal(err)
+				}
+				it, err := ep.WorkerIter(0, r, w)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if seg, err := it.Next(); err != nil || len(seg) == 0 {
+					b.Fatal(err, len(seg))
+				}
+			}
+		}
+	}
+	reportCPU(b, cpu)
 }

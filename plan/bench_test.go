@@ -35,14 +35,17 @@ func BenchmarkRank(b *testing.B) {
 				if o.Shuffle {
 					o.ShuffleAlgo = algo
 				}
-				p, err := plan.New(benchStreams(n), o)
-				if err != nil {
-					b.Fatal(err)
-				}
+				streams := benchStreams(n)
 				shape := plan.Shape{Nodes: 8, RanksPerNode: 8, WorkersPerRank: 8}
 				b.ReportAllocs()
 				cpu := processCPU()
 				for b.Loop() {
+					// A Planner of its own each time: its Epochs share
+					// their shuffle's preparation.
+					p, err := plan.New(streams, o)
+					if err != nil {
+						b.Fatal(err)
+					}
 					ep, err := p.Epoch(plan.EpochSpec{Epoch: 1, Shape: shape})
 					if err != nil {
 						b.Fatal(err)
@@ -67,14 +70,17 @@ func BenchmarkResume(b *testing.B) {
 	for _, n := range []int64{1_000_000, 10_000_000} {
 		for _, algo := range []string{plan.AlgoPy1e, plan.AlgoPy1s, plan.AlgoPy1br, plan.AlgoNaive} {
 			b.Run(fmt.Sprintf("%s/n=%d", algo, n), func(b *testing.B) {
-				p, err := plan.New(benchStreams(n), &plan.Options{Shuffle: true, ShuffleAlgo: algo, BatchSize: 32})
-				if err != nil {
-					b.Fatal(err)
-				}
+				streams := benchStreams(n)
 				shape := plan.Shape{Nodes: 1, RanksPerNode: 8, WorkersPerRank: 8}
 				b.ReportAllocs()
 				cpu := processCPU()
 				for b.Loop() {
+					// A Planner of its own each time: its Epochs share
+					// their shuffle's preparation.
+					p, err := plan.New(streams, &plan.Options{Shuffle: true, ShuffleAlgo: algo, BatchSize: 32})
+					if err != nil {
+						b.Fatal(err)
+					}
 					ep, err := p.Epoch(plan.EpochSpec{SampleInEpoch: n * 9 / 10, Shape: shape})
 					if err != nil {
 						b.Fatal(err)

@@ -17,6 +17,7 @@ type Planner struct {
 	streams   []streamInfo
 	layout    layout
 	epochSize int64
+	perms     *permCache // epoch shuffles shared by this Planner's Epochs
 }
 
 // New validates the streams and options and resolves the stream weights
@@ -31,7 +32,7 @@ func New(streams []Stream, opts *Options) (*Planner, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Planner{opts: o, streams: infos, layout: newLayout(infos)}
+	p := &Planner{opts: o, streams: infos, layout: newLayout(infos), perms: &permCache{}}
 	for _, s := range infos {
 		p.epochSize += s.choose
 	}

@@ -16,6 +16,7 @@ type randomEpoch struct {
 	rs    *resampled
 	pt    *partition.Partition
 	shape [5]int
+	perms *permCache // the Planner's
 
 	permOnce sync.Once
 	perm     *permuter
@@ -50,7 +51,7 @@ func (e *Epoch) initRandom() error {
 	if per := int64(shape.BatchesPerWorker) * int64(shape.BatchSize); per*int64(shape.WorkersPerRank) > maxMaterialised {
 		return fmt.Errorf("%w: each rank would get %d samples, more than %d", ErrInvalid, per*int64(shape.WorkersPerRank), int64(maxMaterialised))
 	}
-	e.rnd = &randomEpoch{c: &e.c, rs: rs, pt: pt, shape: shape.Dims(), ranks: make(map[[2]int]*rankSlices)}
+	e.rnd = &randomEpoch{c: &e.c, rs: rs, pt: pt, shape: shape.Dims(), ranks: make(map[[2]int]*rankSlices), perms: e.p.perms}
 	if e.c.shuffle {
 		// Every worker needs the shuffle; preparing it now makes an
 		// impossible configuration (fewer samples than canonical nodes for
@@ -65,7 +66,7 @@ func (e *Epoch) initRandom() error {
 // permutation returns the epoch's shuffle, prepared once.
 func (r *randomEpoch) permutation() (*permuter, error) {
 	r.permOnce.Do(func() {
-		r.perm, r.permErr = newPermuter(r.c.shuffleAlgo, r.rs.unitSizes(), r.c.ncn, r.c.seed, r.c.epoch, r.c.blockSize)
+		r.perm, r.permErr = r.perms.get(r.c.shuffleAlgo, r.rs.unitSizes(), r.c.ncn, r.c.seed, r.c.epoch, r.c.blockSize)
 	})
 	return r.perm, r.permErr
 }

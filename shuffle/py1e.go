@@ -26,6 +26,9 @@ type py1e struct {
 
 	// Nodes are prepared on first use, in order (see ready): nodes
 	// [0, prepared) are, and next is the epoch generator after them.
+	sparseMu sync.Mutex
+	sparse   []sparseEntry // recently counted ranges, most recent last
+
 	prepMu   sync.Mutex
 	prepared atomic.Int32
 	next     nprand.Generator
@@ -40,6 +43,54 @@ type py1e struct {
 // sparseDefault is the longest request served by fillSparse: a few batches,
 // a resume's first request.
 const sparseDefault = 1 << 14
+
+// sparseWiden is how far beyond each end of a request fillSparse counts,
+// so that nearby requests find it in the cache (sparseKeep entries).
+const (
+	sparseWiden = 1 << 12
+	sparseKeep  = 4
+)
+
+// sparseEntry is a counted range of node c: the inputs of output ranks
+// [below, below+len(kept)) in rank order.
+type sparseEntry struct {
+	c     int
+	below int64
+	kept  []jPos
+}
+
+// sparseCached serves [lo, hi) of node c from a counted range, if one
+// holds it.
+func (e *py1e) sparseCached(dst []int64, c int, lo, hi int64) bool {
+	e.sparseMu.Lock()
+	var hit *sparseEntry
+	for i := range e.sparse {
+		s := &e.sparse[i]
+		if s.c == c && s.below <= lo && s.below+int64(len(s.kept)) >= hi {
+			hit = s
+			break
+		}
+	}
+	var sel []jPos
+	if hit != nil {
+		sel = hit.kept[lo-hit.below : hi-hit.below] // entries are never modified
+	}
+	e.sparseMu.Unlock()
+	if hit == nil {
+		return false
+	}
+	e.idsOf(dst, c, sel)
+	return true
+}
+
+func (e *py1e) sparseStore(c int, below int64, kept []jPos) {
+	e.sparseMu.Lock()
+	defer e.sparseMu.Unlock()
+	if len(e.sparse) == sparseKeep {
+		e.sparse = slices.Delete(e.sparse, 0, 1)
+	}
+	e.sparse = append(e.sparse, sparseEntry{c, below, kept})
+}
 
 func newPy1e(l *layout, lo, hi int64) *py1e {
 	ns := len(l.spans)
@@ -283,7 +334,18 @@ func (e *py1e) fillSparse(dst []int64, c int, lo, hi int64) bool {
 	if e.sparseSlack > 0 {
 		d = e.sparseSlack
 	}
-	x0, x1 := e.expectedPos(c, float64(lo-d)), e.expectedPos(c, float64(hi+d))
+	if e.sparseCached(dst, c, lo, hi) {
+		return true
+	}
+	// Count a little around the request too: the neighbours' requests
+	// (the other workers' first batches after a resume lie next to each
+	// other) are then served from the cache, and widening costs a few
+	// thousand draws against the margin's million.
+	wlo, whi := lo-sparseWiden, hi+sparseWiden
+	if e.sparseSlack > 0 {
+		wlo, whi = lo, hi // the tests' forced retries
+	}
+	x0, x1 := e.expectedPos(c, float64(wlo-d)), e.expectedPos(c, float64(whi+d))
 	var kept []jPos
 	for range 3 {
 		var below int64
@@ -296,6 +358,7 @@ func (e *py1e) fillSparse(dst []int64, c int, lo, hi int64) bool {
 				}
 				return cmp.Compare(u.j, v.j)
 			})
+			e.sparseStore(c, below, kept)
 			e.idsOf(dst, c, kept[lo-below:hi-below])
 			return true
 		}
