@@ -221,3 +221,38 @@ func TestParquetUnreadColumns(t *testing.T) {
 		t.Fatal("the corrupt column was read without an error")
 	}
 }
+
+type pqOptRow struct {
+	ID   int64   `parquet:"id"`
+	Meta *pqMeta `parquet:"meta,optional"`
+	Bin  []byte  `parquet:"bin"`
+}
+
+// TestParquetOptionalStruct: a null struct is null, a present one its
+// fields, rendered without the library's per-row reconstruction.
+func TestParquetOptionalStruct(t *testing.T) {
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[pqOptRow](&buf)
+	rows := []pqOptRow{{ID: 1, Meta: &pqMeta{Source: "a\"b\u00e9", Width: -3}, Bin: []byte{0, 1}}, {ID: 2, Bin: []byte("x")}}
+	if _, err := w.Write(rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "o.parquet")
+	writeFile(t, in, buf.Bytes())
+	out := filepath.Join(dir, "out")
+	runConvert(t, &Options{Input: in, Output: out})
+	got := readDataset(t, out)
+	if m := jsonText(t, got[0]["meta"]); m != `{"source":"a\"bé","width":-3}` {
+		t.Fatalf("meta %s", m)
+	}
+	if m := jsonText(t, got[1]["meta"]); m != "null" {
+		t.Fatalf("null meta %s", m)
+	}
+	if !bytes.Equal(got[0]["bin"].([]byte), []byte{0, 1}) {
+		t.Fatalf("bin %v", got[0]["bin"])
+	}
+}

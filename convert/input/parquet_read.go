@@ -355,6 +355,34 @@ func decodeParquet(_ context.Context, it *Item, fn FieldFunc) (err error) {
 // nestedValue reassembles row r of a nested field with the library's
 // reconstruction and renders it as JSON.
 func nestedValue(f *pqField, c *pqCol, r int) (Value, error) {
+	if f.scalarList {
+		vals := c.leafVals[0][c.leafStart[0][r]:c.leafStart[0][r+1]]
+		switch {
+		case vals[0].DefinitionLevel() < f.listDef:
+			return Value{Kind: Null}, nil
+		case vals[0].DefinitionLevel() < f.elemDef:
+			return Value{Kind: JSON, Bytes: []byte("[]")}, nil
+		}
+		b := []byte{'['}
+		for i, v := range vals {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if v.DefinitionLevel() < f.maxDef {
+				b = append(b, "null"...)
+			} else {
+				b = appendScalarJSON(b, v, f.str)
+			}
+		}
+		return Value{Kind: JSON, Bytes: append(b, ']')}, nil
+	}
+	if f.tree != nil {
+		b := f.tree.appendJSON(nil, c, r)
+		if string(b) == "null" {
+			return Value{Kind: Null}, nil
+		}
+		return Value{Kind: JSON, Bytes: b}, nil
+	}
 	var row parquet.Row
 	for j := range f.leaves {
 		for _, v := range c.leafVals[j][c.leafStart[j][r]:c.leafStart[j][r+1]] {

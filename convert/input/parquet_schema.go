@@ -35,8 +35,41 @@ type pqField struct {
 	dtype            string
 	size             int // bytes per element
 
-	// Nested fields: a schema holding only this field, for reassembly.
-	sub *parquet.Schema
+	// Nested fields: a schema holding only this field, for reassembly,
+	// or a render tree when nothing under the field repeats.
+	sub  *parquet.Schema
+	tree *jsonNode
+	// scalarList: a list of non-numbers (listDef, elemDef, maxDef and str
+	// apply), rendered directly.
+	scalarList bool
+}
+
+// listLevels walks the single chain from the list field c down to leaf and
+// returns the definition levels at which the list is present and has an
+// element (0, 0 when the chain is not a simple list).
+func listLevels(c, leaf *parquet.Column) (listDef, elemDef int) {
+	def := 0
+	n := c
+	for {
+		if n.Optional() {
+			def++
+		}
+		if n.Repeated() {
+			def++
+			elemDef = def
+		}
+		if n == c && !n.Repeated() {
+			listDef = def
+		}
+		if n.Leaf() || len(n.Columns()) != 1 {
+			break
+		}
+		n = n.Columns()[0]
+	}
+	if n != leaf {
+		return 0, 0
+	}
+	return listDef, elemDef
 }
 
 // parquetFile reads the projected columns of one Parquet file, a row
@@ -101,35 +134,22 @@ func planField(c *parquet.Column, f parquet.Field) pqField {
 			}
 		case 1:
 			if dt, size := numDType(leaf.Type().Kind()); dt != "" {
-				// Walk the chain from the field down to the leaf, counting
-				// the definition levels of its optional and repeated nodes.
-				def := 0
-				n := c
-				for {
-					if n.Optional() {
-						def++
-					}
-					if n.Repeated() {
-						def++
-						pf.elemDef = def
-					}
-					if n == c && !n.Repeated() {
-						pf.listDef = def
-					}
-					if n.Leaf() || len(n.Columns()) != 1 {
-						break
-					}
-					n = n.Columns()[0]
-				}
-				if n == leaf && pf.elemDef > 0 {
-					pf.kind, pf.dtype, pf.size = pqNumList, dt, size
+				if lv, ev := listLevels(c, leaf); ev > 0 {
+					pf.kind, pf.dtype, pf.size, pf.listDef, pf.elemDef = pqNumList, dt, size, lv, ev
 					return pf
 				}
+			} else if lv, ev := listLevels(c, leaf); ev > 0 {
+				// A list of strings or binary: json, rendered directly.
+				pf.kind, pf.listDef, pf.elemDef, pf.scalarList, pf.str = pqNested, lv, ev, true, isString(leaf)
+				return pf
 			}
 		}
 	}
 	pf.kind = pqNested
-	pf.sub = parquet.NewSchema("row", parquet.Group{f.Name(): f})
+	leaf := 0
+	if pf.tree = planJSON(c, 0, &leaf); pf.tree == nil {
+		pf.sub = parquet.NewSchema("row", parquet.Group{f.Name(): f})
+	}
 	return pf
 }
 
