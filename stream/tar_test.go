@@ -544,3 +544,35 @@ func TestTarMixedWithMDS(t *testing.T) {
 		}
 	}
 }
+
+// TestTarIndexBuiltOnceAndCached: the first open without an index scans
+// the shards' headers; the index is cached, so a second open on the node
+// reads no shard at all.
+func TestTarIndexBuiltOnceAndCached(t *testing.T) {
+	ctx := context.Background()
+	_, mb := memTars(t, writeTars(t, 3, 5, 100))
+	cb := &byteCountingBucket{Bucket: mb}
+	reg := &storage.Registry{}
+	reg.Register("mem", func(context.Context, *url.URL) (storage.Bucket, error) { return nopBucket{cb}, nil })
+	local := t.TempDir()
+	for round := range 2 {
+		before := cb.reqs
+		ds, err := stream.Open(ctx, &stream.Options{Remote: "mem://data/shard-{000000..000002}.tar", Local: local, Registry: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ds.Len() != 15 {
+			t.Fatalf("round %d: %d samples", round, ds.Len())
+		}
+		ds.Close()
+		if round == 0 && cb.reqs-before < 3 {
+			t.Errorf("first open made %d ranged reads, want one per shard at least", cb.reqs-before)
+		}
+		if round == 1 && cb.reqs != before {
+			t.Errorf("second open made %d ranged reads, want 0 (cached index)", cb.reqs-before)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(local, format.IndexFile)); err != nil {
+		t.Errorf("built index not cached: %v", err)
+	}
+}
