@@ -14,7 +14,8 @@
 3. A 40k-shard index.json (15 MB): `sluice inspect --no-stat` wall time and
    peak RSS; with --go also the Go benchmarks of the parse, the first batch
    at 20 nodes x 8 ranks x 8 workers, the py1e resume at 90% of 10M samples
-   and the Go image decoder (`go test -bench`, needs the source tree).
+   a node's 64 workers resuming together, and the Go image decoder
+   (`go test -bench`, needs the source tree).
 
 Every loader figure has a guard: the samples counted and the sum of their
 ids must be the epoch's, so nothing wins by skipping. MosaicML Streaming,
@@ -209,7 +210,7 @@ def go_benchmarks():
     if shutil.which("go") is None or not os.path.exists(os.path.join(ROOT, "go.mod")):
         print("go benchmarks: skipped (no go toolchain or source tree)")
         return
-    runs = [("./format", "CompactIndex40k|ParseIndex40k"), ("./plan", "FirstBatchAtScale/py1e|ResumeFirst/py1e/n=10000000/at=90"),
+    runs = [("./format", "CompactIndex40k|ParseIndex40k"), ("./plan", "FirstBatchAtScale/py1e|ResumeFirst/py1e/n=10000000/at=90|ResumeNode"),
             ("./vision", "Decode")]
     for pkg, pat in runs:
         out = subprocess.run(["go", "test", "-run", "^$", "-bench", pat, "-count", "1", pkg], cwd=ROOT,
