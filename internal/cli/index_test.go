@@ -142,3 +142,34 @@ func keysOf(m map[string]any) []string {
 	}
 	return k
 }
+
+// TestIndexOut: --out above the shards' directory writes basenames relative
+// to it (the index opens there as a dataset); --out elsewhere is refused.
+func TestIndexOut(t *testing.T) {
+	root := wdsFixtureDir(t)
+	top := t.TempDir()
+	sub := filepath.Join(top, "train")
+	os.MkdirAll(sub, 0o755)
+	tars, _ := filepath.Glob(filepath.Join(root, "images", "data", "*.tar"))
+	for _, p := range tars {
+		b, _ := os.ReadFile(p)
+		os.WriteFile(filepath.Join(sub, filepath.Base(p)), b, 0o644)
+	}
+	var out, errb bytes.Buffer
+	pattern := filepath.Join(sub, "shard-{000000..000002}.tar")
+	if err := Run(context.Background(), []string{"index", pattern, "--out", filepath.Join(top, "index.json")}, &out, &errb); err != nil {
+		t.Fatalf("index --out: %v %s", err, errb.String())
+	}
+	b, err := os.ReadFile(filepath.Join(top, "index.json"))
+	if err != nil || !strings.Contains(string(b), `"basename": "train/shard-000000.tar"`) {
+		t.Fatalf("index at the top: %v %.300s", err, b)
+	}
+	out.Reset()
+	if err := Run(context.Background(), []string{"verify", top}, &out, &errb); err != nil {
+		t.Fatalf("verify: %v %s", err, out.String())
+	}
+	err = Run(context.Background(), []string{"index", pattern, "--out", filepath.Join(sub, "deeper", "index.json")}, &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), "--out") {
+		t.Fatalf("index --out below the shards: %v", err)
+	}
+}
