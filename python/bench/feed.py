@@ -13,7 +13,7 @@
    decode + crop + flip images/s times the cores.
 3. A 40k-shard index.json (15 MB): `sluice inspect --no-stat` wall time and
    peak RSS; with --go also the Go benchmarks of the parse, the first batch
-   at 20 nodes x 8 ranks x 8 workers, the py1e resume at 90% of 10M samples
+   at 20 nodes x 8 ranks x 8 workers, the py1e resume at 90% of 10M samples,
    a node's 64 workers resuming together, and the Go image decoder
    (`go test -bench`, needs the source tree).
 
