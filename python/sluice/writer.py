@@ -101,6 +101,29 @@ def _split_out(out):
     raise TypeError("out must be a path, a URL or a (local, remote) pair, got %r" % (out,))
 
 
+def _read_events(stdout, events):
+    """Queues each JSON event line of the writer process, then "exit"."""
+    for line in stdout:
+        try:
+            events.put(json.loads(line))
+        except ValueError:
+            events.put({"event": "error", "error": "unreadable output: %r" % line[:200]})
+    events.put({"event": "exit"})
+
+
+def _read_stderr(stderr, keep, echo):
+    """Keeps the last lines of the process's stderr (for error messages);
+    echoes progress lines when asked to."""
+    import sys
+
+    for line in stderr:
+        text = line.decode("utf-8", "replace")
+        keep.append(text)
+        del keep[:-50]
+        if echo and not text.startswith("sluice: "):
+            sys.stderr.write(text)
+
+
 class _Writer:
     """The machinery every writer shares; subclasses name the format."""
 
@@ -178,8 +201,10 @@ class _Writer:
         self._events = queue.Queue()
         self._stderr = []
         self._echo = bool(kwargs.get("progress_bar"))
-        threading.Thread(target=self._read_events, daemon=True).start()
-        threading.Thread(target=self._read_stderr, daemon=True).start()
+        # The readers hold no reference to self, so that a writer dropped
+        # unfinished can be collected (and abandon its dataset).
+        threading.Thread(target=_read_events, args=(self._proc.stdout, self._events), daemon=True).start()
+        threading.Thread(target=_read_stderr, args=(self._proc.stderr, self._stderr, self._echo), daemon=True).start()
         try:
             import fcntl
 
@@ -195,24 +220,6 @@ class _Writer:
         if ev.get("version") != __version__:
             warnings.warn("the sluice binary %s is version %s, this Python package is %s"
                           % (args[0], ev.get("version"), __version__))
-
-    def _read_events(self):
-        for line in self._proc.stdout:
-            try:
-                self._events.put(json.loads(line))
-            except ValueError:
-                self._events.put({"event": "error", "error": "unreadable output: %r" % line[:200]})
-        self._events.put({"event": "exit"})
-
-    def _read_stderr(self):
-        import sys
-
-        for line in self._proc.stderr:
-            text = line.decode("utf-8", "replace")
-            self._stderr.append(text)
-            del self._stderr[:-50]
-            if self._echo and not text.startswith("sluice: "):
-                sys.stderr.write(text)
 
     def _next_event(self, timeout):
         """The next event other than "file", waiting at most timeout seconds
@@ -382,6 +389,16 @@ class _Writer:
             p.wait()
         if self._temp and not self.keep_local:
             shutil.rmtree(self.local, ignore_errors=True)
+
+    def __del__(self):
+        # Never finished: closing the pipe abandons the dataset (the shards
+        # written stay, no index.json), as a killed writer would.
+        p = getattr(self, "_proc", None)
+        if p is not None and not self._finished and p.poll() is None:
+            try:
+                p.stdin.close()
+            except (OSError, ValueError):
+                pass
 
     def __enter__(self):
         return self

@@ -328,5 +328,22 @@ class S3Test(WriterTestCase):
                     os.environ[k] = v
 
 
+
+class AbandonTest(WriterTestCase):
+    def test_unfinished_writer_writes_no_index(self):
+        out = self.path("ab")
+        w = sluice.MDSWriter(out=out, columns={"b": "bytes"}, size_limit=1024)
+        for _ in range(200):
+            w.write({"b": b"x" * 100})
+        proc = w._proc
+        del w  # dropped without finish()
+        import gc
+
+        gc.collect()
+        self.assertIsNotNone(proc.wait(timeout=30))
+        self.assertFalse(os.path.exists(os.path.join(out, "index.json")))
+        self.assertTrue([f for f in os.listdir(out) if f.startswith("shard.")])
+
+
 if __name__ == "__main__":
     unittest.main()
