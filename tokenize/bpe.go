@@ -1,9 +1,6 @@
 package tokenize
 
-import (
-	"container/heap"
-	"unicode/utf8"
-)
+import "unicode/utf8"
 
 // sym is one symbol of the text being merged: text[start:end], linked to
 // its live neighbours.
@@ -21,23 +18,52 @@ type pair struct {
 }
 
 // agenda is a max-heap of pairs: higher score first, then the leftmost,
-// as the reference implementation orders them.
+// as the reference implementation orders them. (Typed, not through
+// container/heap, whose interface boxing allocated per push.)
 type agenda []pair
 
-func (a agenda) Len() int { return len(a) }
-func (a agenda) Less(i, j int) bool {
+func (a agenda) less(i, j int) bool {
 	if a[i].score != a[j].score {
 		return a[i].score > a[j].score
 	}
 	return a[i].left < a[j].left
 }
-func (a agenda) Swap(i, j int) { a[i], a[j] = a[j], a[i] }
-func (a *agenda) Push(x any)   { *a = append(*a, x.(pair)) }
-func (a *agenda) Pop() any {
-	old := *a
-	x := old[len(old)-1]
-	*a = old[:len(old)-1]
-	return x
+
+func (a *agenda) push(p pair) {
+	*a = append(*a, p)
+	h := *a
+	for i := len(h) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !h.less(i, parent) {
+			break
+		}
+		h[i], h[parent] = h[parent], h[i]
+		i = parent
+	}
+}
+
+func (a *agenda) pop() pair {
+	h := *a
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < n && h.less(l, m) {
+			m = l
+		}
+		if r < n && h.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*a = h
+	return top
 }
 
 // Encode appends the ids of text to dst (no BOS or EOS: the reference
@@ -77,7 +103,7 @@ func (s *SentencePiece) Encode(dst []int32, text string) []int32 {
 		if !ok {
 			return
 		}
-		heap.Push(&ag, pair{left: l, right: r, score: s.pieces[id].score, size: len(p)})
+		ag.push(pair{left: l, right: r, score: s.pieces[id].score, size: len(p)})
 		if s.pieces[id].typ == typeUnused {
 			if rev == nil {
 				rev = map[string][2]string{}
@@ -88,8 +114,8 @@ func (s *SentencePiece) Encode(dst []int32, text string) []int32 {
 	for i := 1; i < len(syms); i++ {
 		add(i-1, i)
 	}
-	for ag.Len() > 0 {
-		top := heap.Pop(&ag).(pair)
+	for len(ag) > 0 {
+		top := ag.pop()
 		l, r := &syms[top.left], &syms[top.right]
 		// Stale: one side was merged away or grew since the pair was made.
 		if l.end == l.start || r.end == r.start || (l.end-l.start)+(r.end-r.start) != top.size || l.next != top.right {
