@@ -89,13 +89,14 @@ class WheelTest(unittest.TestCase):
             self.assertEqual(digest(whl), digest(again), "two builds of the same tree differ")
 
         venv = os.path.join(self.tmp, "venv")
-        subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv], check=True)
-        py = os.path.join(venv, "bin", "python")
-        subprocess.run([py, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", whl], check=True)
-        site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                              stdout=subprocess.PIPE, check=True).stdout.decode().strip()
+        # Nothing of the test run's own installation may leak in.
         env = {k: v for k, v in os.environ.items() if k not in ("SLUICE_BIN", "PYTHONPATH")}
         env["PATH"] = os.path.join(venv, "bin") + ":/usr/bin:/bin"
+        subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv], check=True, env=env)
+        py = os.path.join(venv, "bin", "python")
+        subprocess.run([py, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", whl], check=True, env=env)
+        site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              stdout=subprocess.PIPE, check=True, env=env).stdout.decode().strip()
         env["SLUICE_AGENT_DIR"] = os.path.join(self.tmp, "agent")
         env["SLUICE_AGENT_IDLE_TIMEOUT"] = "20s"
         p = subprocess.run([py, "-c", SCRIPT, site, os.path.join(self.tmp, "data"), os.path.join(self.tmp, "cache")],
