@@ -14,6 +14,10 @@ import (
 	"github.com/sluicedata/sluice/storage"
 )
 
+// maxPrealloc bounds the buffer allocated for an object before its bytes
+// arrive.
+const maxPrealloc = 4 << 20
+
 // Connection settings of the Fetcher's own HTTP client.
 const (
 	DefaultDialTimeout = 10 * time.Second
@@ -88,9 +92,11 @@ func (f *Fetcher) httpGet(ctx context.Context, u string) ([]byte, error) {
 	if resp.ContentLength > f.opts.MaxBytes {
 		return nil, fmt.Errorf("%w: declared %d bytes, cap %d", errTooLarge, resp.ContentLength, f.opts.MaxBytes)
 	}
+	// Preallocate what the server declares, up to maxPrealloc: memory
+	// grows with the bytes that arrive, not with what a header claims.
 	var buf []byte
 	if resp.ContentLength >= 0 {
-		buf = make([]byte, 0, resp.ContentLength+1)
+		buf = make([]byte, 0, min(resp.ContentLength+1, maxPrealloc))
 	}
 	data, err := readCapped(resp.Body, buf, f.opts.MaxBytes)
 	if err != nil {
@@ -150,7 +156,7 @@ func (f *Fetcher) readLocal(path string) ([]byte, error) {
 	if st.Size() > f.opts.MaxBytes {
 		return nil, fmt.Errorf("%w: %d bytes, cap %d", errTooLarge, st.Size(), f.opts.MaxBytes)
 	}
-	return readCapped(fh, make([]byte, 0, st.Size()+1), f.opts.MaxBytes)
+	return readCapped(fh, make([]byte, 0, min(st.Size()+1, maxPrealloc)), f.opts.MaxBytes)
 }
 
 // redact drops the query string and user information of a URL for

@@ -216,3 +216,30 @@ func TestParseNets(t *testing.T) {
 		t.Fatal("bad prefix accepted")
 	}
 }
+
+// TestLyingContentLength: a server that declares a huge length and sends
+// a few bytes costs a few bytes, and a declared length over the cap fails
+// at once as too_large.
+func TestLyingContentLength(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/huge" {
+			w.Header().Set("Content-Length", "999999999999")
+			return
+		}
+		w.Header().Set("Content-Length", "100000000")
+		w.WriteHeader(http.StatusOK)
+		w.Write([]byte("short")) // then the connection ends early
+	}))
+	defer srv.Close()
+	f, err := fetch.New(&fetch.Options{Registry: registry(), Policy: loopback, Attempts: 1, MaxBytes: 200 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if r, _ := reasonOf(t, f, srv.URL+"/huge"); r != "too_large" {
+		t.Errorf("declared 1 TB: reason %q", r)
+	}
+	if r, _ := reasonOf(t, f, srv.URL+"/short"); r == "" {
+		t.Error("a body shorter than its declared length was accepted")
+	}
+}
