@@ -181,3 +181,86 @@ func blockSum8(b []byte) int64 {
 	}
 	return n
 }
+
+// readMemberStream is readMemberFast for a seekable stream: it reads each
+// header block, then (as archive/tar does when it skips a member) seeks to
+// the member's last data byte, reads it and reads the padding, writing all
+// it reads to r.h. The stream is always positioned at r.next.
+func (r *Reader) readMemberStream() (*member, error) {
+	blk := r.blk[:]
+	for {
+		pos := r.next
+		n, err := io.ReadFull(r.rs, blk)
+		if err == io.EOF && n == 0 {
+			return nil, io.EOF
+		}
+		if err != nil {
+			return nil, errFallback
+		}
+		r.h.Write(blk)
+		if [512]byte(blk) == zeroBlock {
+			n, err := io.ReadFull(r.rs, blk)
+			if err == io.EOF && n == 0 {
+				return nil, io.EOF
+			}
+			if err != nil || [512]byte(blk) != zeroBlock {
+				return nil, errFallback
+			}
+			r.h.Write(blk)
+			return nil, io.EOF
+		}
+		typ, name, size, ok := parseFastHeader(blk)
+		if !ok {
+			return nil, errFallback
+		}
+		dataOff := pos + 512
+		var m *member
+		if typ == tar.TypeReg || typ == tar.TypeCont {
+			if !isMeta(name) {
+				if why := checkName(name); why != "" {
+					return nil, &CorruptError{Member: name, Offset: pos, Reason: why}
+				}
+				if key, field, ok := SplitName(name); ok {
+					if size > r.opts.MaxMemberSize {
+						return nil, &CorruptError{Member: name, Offset: pos,
+							Reason: fmt.Sprintf("member size %d over limit %d", size, r.opts.MaxMemberSize), Err: ErrTooLarge}
+					}
+					m = &member{name: name, key: key, field: field, hdrOff: pos, dataOff: dataOff, size: size}
+				}
+			}
+		}
+		if err := r.skipData(size); err != nil {
+			return nil, errFallback
+		}
+		r.next = dataOff + pad512(size)
+		if m != nil {
+			return m, nil
+		}
+	}
+}
+
+// skipData skips a member's size data bytes and padding as archive/tar
+// does: it seeks to the last data byte and reads it, then reads the
+// padding.
+func (r *Reader) skipData(size int64) error {
+	one := r.blk[:1]
+	if size > 1 {
+		if _, err := r.rs.Seek(size-1, io.SeekCurrent); err != nil {
+			return err
+		}
+	}
+	if size >= 1 {
+		if _, err := io.ReadFull(r.rs, one); err != nil {
+			return err
+		}
+		r.h.Write(one)
+	}
+	if pad := pad512(size) - size; pad > 0 {
+		b := r.blk[:pad]
+		if _, err := io.ReadFull(r.rs, b); err != nil {
+			return err
+		}
+		r.h.Write(b)
+	}
+	return nil
+}

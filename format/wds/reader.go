@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 )
 
@@ -61,8 +62,11 @@ type Reader struct {
 	opts    ReaderOptions
 	cr      countingReader
 	tr      *tar.Reader
-	skip    bool   // index only: do not keep member data
-	mem     []byte // the whole archive, for the fast header scanner (nil: archive/tar)
+	skip    bool          // index only: do not keep member data
+	mem     []byte        // the whole archive, for the fast header scanner (nil: archive/tar)
+	rs      io.ReadSeeker // a seekable stream for the fast header scanner (nil: archive/tar)
+	h       hash.Hash     // what rs's scan reads is written here
+	blk     [512]byte
 	pending *member
 	sample  Sample
 	spans   []FieldSpan
@@ -133,6 +137,9 @@ func pad512(n int64) int64 { return (n + 511) &^ 511 }
 func (r *Reader) readMember() (*member, error) {
 	if r.mem != nil {
 		return r.readMemberFast()
+	}
+	if r.rs != nil {
+		return r.readMemberStream()
 	}
 	for {
 		before := r.next

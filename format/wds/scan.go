@@ -3,6 +3,8 @@ package wds
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"hash"
 	"io"
 )
@@ -34,6 +36,21 @@ type Summary struct {
 // ranged requests fetches little more than the headers. Malformed archives
 // give errors matching ErrCorrupt. opts may be nil.
 func Scan(r io.Reader, opts *ReaderOptions) (Summary, error) {
+	if rs, ok := r.(io.ReadSeeker); ok {
+		// Plain USTAR/GNU headers are parsed directly, reading exactly
+		// the bytes archive/tar would (so the digest is the same); on
+		// anything else start again with archive/tar.
+		h := sha256.New()
+		rd := NewReader(nil, opts)
+		rd.skip, rd.rs, rd.h = true, rs, h
+		s, err := summarize(rd, h)
+		if !errors.Is(err, errFallback) {
+			return s, err
+		}
+		if _, err := rs.Seek(0, io.SeekStart); err != nil {
+			return Summary{}, fmt.Errorf("wds: rewind for a second scan: %w", err)
+		}
+	}
 	h := sha256.New()
 	tee := &hashReader{r: r, h: h}
 	var rr io.Reader = tee
@@ -42,6 +59,11 @@ func Scan(r io.Reader, opts *ReaderOptions) (Summary, error) {
 	}
 	rd := NewReader(rr, opts)
 	rd.skip = true
+	return summarize(rd, h)
+}
+
+// summarize runs rd to the end and returns the Summary, with h's digest.
+func summarize(rd *Reader, h hash.Hash) (Summary, error) {
 	var s Summary
 	for rd.Next() {
 		start, _ := rd.Span()
