@@ -181,7 +181,7 @@ func TestJobFiles(t *testing.T) {
 			t.Errorf("%s: empty dry run", name)
 		}
 	}
-	for _, k := range []string{"train", "convert", "stream", "serve"} {
+	for _, k := range []string{"train", "convert", "stream", "bench", "serve"} {
 		if !kinds[k] {
 			t.Errorf("no example job file of kind %s", k)
 		}
