@@ -14,7 +14,7 @@ if [ "$(id -u)" != 0 ]; then
   echo "multinode: needs root (network namespaces)" >&2
   exit 1
 fi
-for tool in ip unshare curl; do
+for tool in ip unshare curl hostname; do
   command -v "$tool" >/dev/null || { echo "multinode: $tool missing (run .ci/deps.sh)" >&2; exit 1; }
 done
 [ -x .tools/versitygw-v1.8.0/versitygw ] || { echo "multinode: versitygw missing (run .ci/deps-services.sh)" >&2; exit 1; }
