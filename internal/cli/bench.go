@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicedata/sluice/bench"
+	"github.com/sluicedata/sluice/plan"
+	"github.com/sluicedata/sluice/stream"
+)
+
+type benchFlags struct {
+	out         string
+	batchSize   int
+	stepTime    time.Duration
+	workers     int
+	shuffle     bool
+	shuffleAlgo string
+	predownload int
+	cacheLimit  string
+	maxSteps    int
+	baseline    bool
+	plot        bool
+	format      string
+	noGPU       bool
+	gpuInterval time.Duration
+}
+
+func newBenchCommand(e *env) *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench URL",
+		Short: "Run the GPU-starvation experiment: cold, warm and a plain-files baseline",
+		Long: `Run a training loop with a fixed step time (the GPU's work per batch) over a
+dataset as one rank: first cold (an empty node cache under --out), then warm
+(the cache the cold run filled), and with --baseline a plain loader reading the
+same samples as one file each (as a DataLoader over an image folder does).
+Every step's input wait, the throughput, the time to first batch and the wall
+time go to summary.csv and steps.csv under --out; when nvidia-smi is on PATH
+its utilization and memory readings go to gpu.csv. --plot draws the charts
+(see sluice plot).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runBench(cmd.Context(), e, &f, args[0])
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.out, "out", "sluice-bench", "output directory (CSV files, charts, the node cache)")
+	fl.IntVar(&f.batchSize, "batch-size", 32, "batch size")
+	fl.DurationVar(&f.stepTime, "step-time", 20*time.Millisecond, "compute time per step")
+	fl.IntVar(&f.workers, "workers", 1, "DataLoader workers")
+	fl.BoolVar(&f.shuffle, "shuffle", false, "shuffle the samples")
+	fl.StringVar(&f.shuffleAlgo, "shuffle-algo", plan.AlgoPy1e, "shuffle algorithm")
+	fl.IntVar(&f.predownload, "predownload", 0, "samples to prefetch ahead (0: 8×batch size)")
+	fl.StringVar(&f.cacheLimit, "cache-limit", "", `cache limit ("1gb"; default: none)`)
+	fl.IntVar(&f.maxSteps, "max-steps", 0, "steps per run (0: one epoch)")
+	fl.BoolVar(&f.baseline, "baseline", false, "add the plain-files baseline run")
+	fl.BoolVar(&f.plot, "plot", false, "draw the charts after the runs")
+	fl.StringVar(&f.format, "format", "png", "chart format: png or svg")
+	fl.BoolVar(&f.noGPU, "no-gpu", false, "do not sample nvidia-smi")
+	fl.DurationVar(&f.gpuInterval, "gpu-interval", 500*time.Millisecond, "nvidia-smi sampling period")
+	return cmd
+}
+
+func runBench(ctx context.Context, e *env, f *benchFlags, url string) error {
+	if f.format != "png" && f.format != "svg" {
+		return fmt.Errorf("bench: --format %q: want png or svg", f.format)
+	}
+	c := &bench.Config{
+		Options: stream.Options{Remote: url, Registry: e.registry, BatchSize: f.batchSize, Shuffle: f.shuffle,
+			ShuffleAlgo: f.shuffleAlgo, Predownload: f.predownload},
+		Out: f.out, StepTime: f.stepTime, Workers: f.workers, MaxSteps: f.maxSteps, Baseline: f.baseline,
+		NoGPU: f.noGPU, GPUInterval: f.gpuInterval,
+		Log: func(format string, args ...any) { fmt.Fprintf(e.stdout, format+"\n", args...) },
+	}
+	if !strings.Contains(url, "://") {
+		c.Options.Remote = "file://" + url
+	}
+	if f.cacheLimit != "" {
+		n, err := stream.ParseBytes(f.cacheLimit)
+		if err != nil {
+			return err
+		}
+		c.Options.CacheLimit = n
+	}
+	if f.batchSize <= 0 {
+		return errors.New("bench: --batch-size must be positive")
+	}
+	res, err := bench.Run(ctx, c)
+	if err != nil {
+		return err
+	}
+	files := res.Files
+	if f.plot {
+		charts, err := bench.Plot(f.out, f.format)
+		if err != nil {
+			return err
+		}
+		files = append(files, charts...)
+	}
+	for _, p := range files {
+		fmt.Fprintf(e.stdout, "wrote %s\n", p)
+	}
+	return nil
+}

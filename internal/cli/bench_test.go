@@ -1,0 +1,47 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBenchPlotQuickstart runs `sluice bench --plot` on the quickstart
+// dataset: cold, warm and the baseline, their CSV files and the charts.
+func TestBenchPlotQuickstart(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := runCLI(t, "quickstart", "--dir", dir, "--keep", "--size", "2mb"); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "bench")
+	got, err := runCLI(t, "bench", filepath.Join(dir, "remote"), "--out", out, "--batch-size", "8",
+		"--step-time", "1ms", "--shuffle", "--workers", "2", "--baseline", "--plot", "--no-gpu", "--max-steps", "40")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"cold:", "warm:", "baseline:", "summary.csv", "steps.csv", "throughput.png", "input_wait.png", "input_wait_distribution.png"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(out, "summary.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(string(b)), "\n"); len(lines) != 4 || !strings.HasPrefix(lines[1], "cold,320,40,") {
+		t.Errorf("summary.csv:\n%s", b)
+	}
+	if _, err := runCLI(t, "plot", out, "--format", "svg"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "throughput.svg")); err != nil {
+		t.Error(err)
+	}
+	if _, err := runCLI(t, "plot", t.TempDir()); err == nil {
+		t.Error("plot of an empty directory: no error")
+	}
+	if _, err := runCLI(t, "bench", filepath.Join(dir, "remote"), "--out", out, "--format", "gif"); err == nil {
+		t.Error("--format gif accepted")
+	}
+}
