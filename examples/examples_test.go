@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -144,6 +146,52 @@ func checkRanks(t *testing.T, envs []map[string]string, nodes, perNode int, oute
 	}
 	if len(seen) != nodes*perNode {
 		t.Fatalf("%d ranks placed, want %d", len(seen), nodes*perNode)
+	}
+	checkPython(t, envs)
+}
+
+// checkPython places the same processes with the Python client's detector
+// (sluice._world.placement) and compares with plan.DetectWorld.
+func checkPython(t *testing.T, envs []map[string]string) {
+	t.Helper()
+	py := "/usr/bin/python3"
+	if _, err := os.Stat(py); err != nil {
+		if os.Getenv("SLUICE_REQUIRE_SERVICES") == "1" {
+			t.Fatalf("%s missing under CI", py)
+		}
+		t.Skipf("%s missing", py)
+	}
+	in, err := json.Marshal(envs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := "import json, sys; from sluice import _world; " +
+		"print(json.dumps([_world.placement(e) for e in json.load(sys.stdin)]))"
+	cmd := exec.Command(py, "-c", code)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join("..", "python"))
+	cmd.Stdin = bytes.NewReader(in)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("python detector: %v", err)
+	}
+	var got []struct {
+		Nodes        int    `json:"nodes"`
+		RanksPerNode int    `json:"ranks_per_node"`
+		Rank         int    `json:"rank"`
+		LocalRank    int    `json:"local_rank"`
+		Launcher     string `json:"launcher"`
+		JobID        string `json:"job_id"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil || len(got) != len(envs) {
+		t.Fatalf("python detector output %s: %v", out, err)
+	}
+	for i, env := range envs {
+		p, _ := plan.DetectWorld(func(k string) string { return env[k] })
+		g := got[i]
+		if g.Nodes != p.Nodes || g.RanksPerNode != p.RanksPerNode || g.Rank != p.Rank || g.LocalRank != p.LocalRank ||
+			g.Launcher != p.Launcher || g.JobID != p.JobID {
+			t.Fatalf("env %v: Python places %+v, Go %+v", env, g, p)
+		}
 	}
 }
 
