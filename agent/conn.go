@@ -345,7 +345,8 @@ func (c *conn) begin(ctx context.Context, req agentapi.Begin) (agentapi.Begun, e
 		return agentapi.Begun{}, badRequestf("asked to continue epoch %d, but the resume state gives epoch %d", *req.Epoch, ep.Number())
 	}
 	spec := ep.Spec()
-	it, err := startIteration(ep, req.World.Worker, req.Skip, h.ds.shardBytes)
+	limited := h.ds.opts.Cache != nil && h.ds.opts.Cache.Limit() > 0
+	it, err := startIteration(ep, req.World.Worker, req.Skip, h.ds.shardBytes, limited)
 	if err != nil {
 		return agentapi.Begun{}, err
 	}

@@ -39,8 +39,10 @@ type iteration struct {
 }
 
 // startIteration starts the iteration of one worker of ep, dropping its
-// first skip samples. sizes gives each shard's raw file size.
-func startIteration(ep *stream.Epoch, worker int, skip int64, sizes []int64) (*iteration, error) {
+// first skip samples. sizes gives each shard's raw file size. With
+// limited (the cache has a limit), the iteration reads ahead at most one
+// shard beyond what the client has taken (see run).
+func startIteration(ep *stream.Epoch, worker int, skip int64, sizes []int64, limited bool) (*iteration, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sit, err := ep.Iter(ctx, worker)
 	if err != nil {
@@ -49,11 +51,11 @@ func startIteration(ep *stream.Epoch, worker int, skip int64, sizes []int64) (*i
 	}
 	it := &iteration{ch: make(chan location, iterBuffer), done: make(chan struct{}), cancel: cancel,
 		taken: make(chan struct{}, 1)}
-	go it.run(ctx, sit, skip, sizes)
+	go it.run(ctx, sit, skip, sizes, limited)
 	return it, nil
 }
 
-func (it *iteration) run(ctx context.Context, sit *stream.Iterator, skip int64, sizes []int64) {
+func (it *iteration) run(ctx context.Context, sit *stream.Iterator, skip int64, sizes []int64, limited bool) {
 	defer close(it.done)
 	defer sit.Close()
 	// The skipped samples were delivered before (a client resuming after
@@ -72,11 +74,13 @@ func (it *iteration) run(ctx context.Context, sit *stream.Iterator, skip int64, 
 			it.err = err
 			return
 		}
-		// Read ahead at most one shard beyond what the client has taken:
-		// every buffered location holds a lease, and leases that run far
-		// ahead on every worker can fill a tight cache limit so that
-		// another worker's next shard never finds room.
-		if loc.Shard != lastShard && lastShard >= 0 && !it.drain(ctx) {
+		// Under a cache limit, read ahead at most one shard beyond what
+		// the client has taken: every buffered location holds a lease, and
+		// leases that run far ahead on every worker can fill the limit so
+		// that another worker's next shard never finds room. Without a
+		// limit the buffer runs ahead freely (full batches, fewer round
+		// trips).
+		if limited && loc.Shard != lastShard && lastShard >= 0 && !it.drain(ctx) {
 			loc.Release()
 			return
 		}

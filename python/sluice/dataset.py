@@ -226,6 +226,7 @@ class StreamingDataset(_Base):
         self._pending = None  # (sample id, sample) being routed through a subclass's __getitem__
         # Connect now, so a missing dataset or bad argument fails here.
         self._connection(_world.detect())
+        self._mosaic_warnings()
 
     @classmethod
     def from_config(cls, location=None, **overrides):
@@ -356,6 +357,33 @@ class StreamingDataset(_Base):
     def get_item(self, idx):
         """MosaicML's name for dataset[idx]."""
         return self[idx]
+
+    def _mosaic_warnings(self):
+        """The UserWarnings MosaicML gives for these arguments."""
+        if self.predownload is not None and self.batch_size is not None and self.predownload < self.batch_size:
+            warnings.warn("predownload (%d) is smaller than batch_size (%d): batches may wait for downloads; "
+                          "set predownload to at least batch_size" % (self.predownload, self.batch_size),
+                          UserWarning, stacklevel=3)
+        if (self.shuffle and self.shuffle_algo == "py1e" and self.shuffle_block_size is not None
+                and self._info["shard_samples"] and self.shuffle_block_size < max(self._info["shard_samples"])):
+            warnings.warn("shuffle_block_size (%d) is smaller than a shard (%d samples): py1e shuffles less "
+                          "well; raise shuffle_block_size or make shards smaller"
+                          % (self.shuffle_block_size, max(self._info["shard_samples"])), UserWarning, stacklevel=3)
+
+    def prepare_shard(self, shard_id, blocking=True):
+        """Not supported: the node's agent owns the cache and fetches
+        shards in plan order itself."""
+        raise NotImplementedError("sluice: prepare_shard is not supported; the agent downloads shards in the "
+                                  "order the plan needs them (see docs/migrating-from-mosaicml.md)")
+
+    def evict_shard(self, shard_id):
+        """Not supported: the agent evicts (Belady order under cache_limit)."""
+        raise NotImplementedError("sluice: evict_shard is not supported; the agent evicts under cache_limit "
+                                  "(see docs/migrating-from-mosaicml.md)")
+
+    def evict_coldest_shard(self):
+        """Not supported (see evict_shard)."""
+        raise NotImplementedError("sluice: evict_coldest_shard is not supported; the agent evicts under cache_limit")
 
     # -- iteration --------------------------------------------------------
 
