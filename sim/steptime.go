@@ -30,7 +30,8 @@ type Normal struct{ Mean, StdDev time.Duration }
 
 // Draw returns one draw, never negative.
 func (n Normal) Draw(r *rand.Rand) time.Duration {
-	return time.Duration(math.Max(0, float64(n.Mean)+r.NormFloat64()*float64(n.StdDev)))
+	x := float64(n.Mean) + r.NormFloat64()*float64(n.StdDev)
+	return time.Duration(math.Min(math.Max(0, x), math.MaxInt64/2))
 }
 
 func (n Normal) String() string { return fmt.Sprintf("normal:%s,%s", n.Mean, n.StdDev) }
