@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,11 +117,23 @@ func fingerprint(r *resolved, l *layout) string {
 		Tokenize    []TokenizeColumn
 		Pack        int
 		DropLast    bool
+		Schemes     []string
+		FileRoot    string
+		AllowNets   []string
 	}{journalVersion, r.Input, r.Format, l.names(), l.encodings(), r.Compression, r.hashes, r.sizeLimit,
-		[2]int{r.Part.Index, r.Part.Count}, r.fetchIdx, r.MaxSide, r.JPEGQuality, r.SkipInvalid, r.Nulls, r.ImageEncoding, r.Tokenize, r.Pack, r.PackDropLast}
+		[2]int{r.Part.Index, r.Part.Count}, r.fetchIdx, r.MaxSide, r.JPEGQuality, r.SkipInvalid, r.Nulls, r.ImageEncoding, r.Tokenize, r.Pack, r.PackDropLast,
+		r.FetchSchemes, r.FetchFileRoot, prefixStrings(r.FetchAllowNets)}
 	b, _ := json.Marshal(v) // plain data: cannot fail
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
+}
+
+func prefixStrings(ps []netip.Prefix) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return out
 }
 
 // removeLocalTemps deletes the temporary files a killed writer left in a
