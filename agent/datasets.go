@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,8 +30,10 @@ type sharedDataset struct {
 	shardSchema  []int
 	shardSamples []int64
 	shardBytes   []int64  // raw data file size of each shard
-	shardURLs    []string // each shard's URL, for datasets with tar shards
-	refs         int      // handles on it; guarded by Agent.mu
+	shardURLs    []string // each shard's URL after shardURLPrefix, for datasets with tar shards
+	// shardURLPrefix is the prefix common to the shard URLs.
+	shardURLPrefix string
+	refs           int // handles on it; guarded by Agent.mu
 	// env is the store settings of the jobs that share it (the key
 	// includes their fingerprint); cursors open their stores with it.
 	env jobEnv
@@ -186,7 +189,14 @@ func (a *Agent) cacheFor(ctx context.Context, dir string, limit int64) (*cache.C
 	a.cacheMu.Lock()
 	defer a.cacheMu.Unlock()
 	if c, ok := a.caches[dir]; ok {
-		return c, nil
+		if !cacheGone(c) {
+			return c, nil
+		}
+		// The user removed the directory while the agent ran: open it
+		// afresh (the old Cache is closed at shutdown; datasets still on
+		// it keep their handles).
+		a.retired = append(a.retired, c)
+		delete(a.caches, dir)
 	}
 	c, err := cache.Open(ctx, dir, &cache.Options{Limit: limit})
 	if err != nil {
@@ -194,6 +204,12 @@ func (a *Agent) cacheFor(ctx context.Context, dir string, limit int64) (*cache.C
 	}
 	a.caches[dir] = c
 	return c, nil
+}
+
+// cacheGone reports whether c's directory no longer exists.
+func cacheGone(c *cache.Cache) bool {
+	_, err := os.Stat(c.Dir())
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // openDataset opens a stream.Dataset and describes its shards for the wire.
@@ -229,6 +245,10 @@ func (a *Agent) openDataset(ctx context.Context, key string, spec agentapi.Datas
 	}
 	for i := range d.shardURLs {
 		d.shardURLs[i] = ds.ShardURL(i)
+	}
+	d.shardURLPrefix = commonPrefix(d.shardURLs)
+	for i := range d.shardURLs {
+		d.shardURLs[i] = d.shardURLs[i][len(d.shardURLPrefix):]
 	}
 	return d, nil
 }
@@ -276,6 +296,7 @@ func (d *sharedDataset) info(w agentapi.World) (agentapi.Opened, error) {
 		ShardSchema:       d.shardSchema,
 		ShardSamples:      d.shardSamples,
 		ShardURLs:         d.shardURLs,
+		ShardURLPrefix:    d.shardURLPrefix,
 		NumCanonicalNodes: d.opts.NumCanonicalNodes,
 		ShuffleSeed:       plan.DefaultShuffleSeed,
 	}
@@ -359,4 +380,20 @@ func classify(err error) agentapi.Code {
 		return agentapi.CodeCacheLimit
 	}
 	return agentapi.CodeInternal
+}
+
+// commonPrefix returns the longest prefix of every string in ss.
+func commonPrefix(ss []string) string {
+	if len(ss) == 0 {
+		return ""
+	}
+	p := ss[0]
+	for _, s := range ss[1:] {
+		n := 0
+		for n < len(p) && n < len(s) && p[n] == s[n] {
+			n++
+		}
+		p = p[:n]
+	}
+	return p
 }

@@ -163,8 +163,11 @@ type Opened struct {
 	// ShardSamples is the number of samples of each shard.
 	ShardSamples []int64 `json:"shard_samples"`
 	// ShardURLs gives each shard's URL (WebDataset's __url__) when the
-	// dataset has WebDataset tar shards; omitted otherwise.
-	ShardURLs []string `json:"shard_urls,omitempty"`
+	// dataset has WebDataset tar shards, omitted otherwise: each URL is
+	// ShardURLPrefix followed by its entry here (the prefix common to all
+	// is sent once).
+	ShardURLs      []string `json:"shard_urls,omitempty"`
+	ShardURLPrefix string   `json:"shard_url_prefix,omitempty"`
 	// NumCanonicalNodes and ShuffleSeed are the values in effect (0 means
 	// not yet resolved).
 	NumCanonicalNodes int   `json:"num_canonical_nodes"`

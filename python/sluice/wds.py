@@ -67,7 +67,8 @@ class _TarSource(StreamingDataset):
         c = super()._connection(world)
         info = self._info
         if not info.get("_wds"):
-            urls = info.get("shard_urls") or [None] * len(info["shard_samples"])
+            prefix = info.get("shard_url_prefix") or ""
+            urls = [prefix + u for u in info.get("shard_urls") or ()] or [None] * len(info["shard_samples"])
             self._decoders = [_wdstar.TarRecord(u) for u in urls]
             info = dict(info, shard_schema=list(range(len(urls))), _wds=True)
             self._info = info
