@@ -89,6 +89,7 @@ type Agent struct {
 	// every dataset under it.
 	cacheMu sync.Mutex
 	caches  map[string]*cache.Cache
+	retired []*cache.Cache // caches whose directory was removed; closed at shutdown
 
 	// pool keeps the stores open for the agent's lifetime (see bucketPool);
 	// registry opens through it. Both nil without Options.Registry.
@@ -268,6 +269,12 @@ func (a *Agent) closeDatasets() {
 		}
 	}
 	a.caches = map[string]*cache.Cache{}
+	for _, c := range a.retired {
+		if err := c.Close(); err != nil {
+			a.log.Warn("close cache", "dir", c.Dir(), "err", err)
+		}
+	}
+	a.retired = nil
 	if a.pool != nil {
 		if err := a.pool.close(); err != nil {
 			a.log.Warn("close stores", "err", err)
@@ -279,9 +286,14 @@ func (a *Agent) closeDatasets() {
 func (a *Agent) acquireDataset(ctx context.Context, key string, spec agentapi.Dataset, env jobEnv) (*sharedDataset, error) {
 	a.mu.Lock()
 	if d, ok := a.datasets[key]; ok {
-		d.refs++
-		a.mu.Unlock()
-		return d, nil
+		if c := d.opts.Cache; c == nil || !cacheGone(c) {
+			d.refs++
+			a.mu.Unlock()
+			return d, nil
+		}
+		// Its cache directory was removed: a new open builds it again;
+		// the old one closes with its last handle.
+		delete(a.datasets, key)
 	}
 	a.mu.Unlock()
 	// Open outside the lock: it may download the index. Two openers may

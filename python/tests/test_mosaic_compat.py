@@ -92,6 +92,35 @@ class CompatTest(helpers.AgentCase):
                     sluice.StreamingDataset(remote=remote, local=self.local("idxc-" + name))
                 self.assertIsInstance(cm.exception, sluice.SluiceError)
 
+    def test_user_warnings_and_unsupported_shard_api(self):
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            ds = sluice.StreamingDataset(remote=self.remote, local=self.local("warn"), batch_size=8, predownload=4,
+                                         shuffle=True, shuffle_block_size=2)
+        msgs = [str(w.message) for w in got if w.category is UserWarning]
+        self.assertTrue(any("predownload (4)" in m for m in msgs), msgs)
+        self.assertTrue(any("shuffle_block_size (2)" in m for m in msgs), msgs)
+        for call in (lambda: ds.prepare_shard(0), lambda: ds.evict_shard(0), ds.evict_coldest_shard):
+            with self.assertRaises(NotImplementedError):
+                call()
+
+    def test_deleted_shard_and_removed_local(self):
+        # A shard deleted from local between epochs is fetched again; a
+        # local removed between two datasets (same agent) is re-created.
+        import shutil
+        local = self.local("deleted")
+        ds = sluice.StreamingDataset(remote=self.remote, local=local, batch_size=4)
+        self.assertEqual(sorted(s["id"] for s in ds), list(range(60)))
+        shards = sorted(f for f in os.listdir(local) if f.endswith(".mds"))
+        os.remove(os.path.join(local, shards[0]))
+        self.assertEqual(sorted(s["id"] for s in ds), list(range(60)))
+        del ds
+        gc.collect()
+        shutil.rmtree(local)
+        ds = sluice.StreamingDataset(remote=self.remote, local=local, batch_size=4)
+        self.assertEqual(sorted(s["id"] for s in ds), list(range(60)))
+        self.assertTrue(os.path.isdir(local))
+
     def test_differing_cache_limit_warns(self):
         local = self.local("limits")
         a = sluice.StreamingDataset(remote=self.remote, local=local, cache_limit="10mb")
