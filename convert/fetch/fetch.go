@@ -240,6 +240,8 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string) ([]byte, error) {
 		switch {
 		case errors.Is(err, ErrSchemeNotAllowed):
 			reason = "scheme_not_allowed"
+		case errors.Is(err, ErrBlockedAddress):
+			reason = "blocked_address"
 		case errors.Is(err, ErrOutsideRoot):
 			reason = "outside_root"
 		}
@@ -328,6 +330,9 @@ func (f *Fetcher) target(ctx context.Context, rawURL string) (getter, chan struc
 	case "http", "https":
 		if u.Host == "" {
 			return nil, nil, fmt.Errorf("no host in %q", redact(rawURL))
+		}
+		if err := f.opts.Policy.checkHost(u.Host); err != nil {
+			return nil, nil, err
 		}
 		hs, err := f.hostSem(scheme + "://" + u.Host)
 		if err != nil {

@@ -53,7 +53,7 @@ func newHTTPClient(o *Options) *http.Client {
 			if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 				return fmt.Errorf("%w: to scheme %q", ErrRedirect, req.URL.Scheme)
 			}
-			return nil
+			return o.Policy.checkHost(req.URL.Host)
 		},
 	}
 }

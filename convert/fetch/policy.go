@@ -147,6 +147,23 @@ func (p *Policy) control(network, address string, _ syscall.RawConn) error {
 	return nil
 }
 
+// checkHost refuses a URL host that is a literal special address before
+// any connection is tried (names are checked when dialled).
+func (p *Policy) checkHost(hostport string) error {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	if err != nil {
+		return nil // a name: checked on the dialled address
+	}
+	if !p.allowedAddr(a) {
+		return fmt.Errorf("%w: %s is a loopback, private, link-local or special address (allow it with --fetch-allow-net)", ErrBlockedAddress, a)
+	}
+	return nil
+}
+
 // dialer returns a dialer whose every connection passes the address check.
 func (p *Policy) dialer() *net.Dialer {
 	return &net.Dialer{Timeout: DefaultDialTimeout, KeepAlive: DefaultKeepAlive, Control: p.control}
