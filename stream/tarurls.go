@@ -19,14 +19,17 @@ var ErrBadTarSpec = errors.New("stream: bad tar dataset spec")
 // braceexpand package WebDataset uses reads them: "{a,b}" alternatives,
 // "{000..099}" zero-padded numeric ranges (with an optional "..step"),
 // "{a..e}" letter ranges, nested and in sequence. At most maxTarURLs URLs.
-func ExpandTarURLs(spec string) ([]string, error) {
+func ExpandTarURLs(spec string) ([]string, error) { return expandTarURLs(spec, maxTarURLs) }
+
+// expandTarURLs is ExpandTarURLs with at most limit URLs.
+func expandTarURLs(spec string, limit int) ([]string, error) {
 	var out []string
 	for _, part := range strings.Split(spec, "::") {
 		part = strings.TrimSpace(part)
 		if part == "" {
 			continue
 		}
-		urls, err := expandBraces(part, maxTarURLs-len(out))
+		urls, err := expandBraces(part, limit-len(out))
 		if err != nil {
 			return nil, fmt.Errorf("%w: %q: %v", ErrBadTarSpec, part, err)
 		}
