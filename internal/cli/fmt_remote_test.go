@@ -224,14 +224,15 @@ func TestDumpMixedFormats(t *testing.T) {
 // TestDumpUnknownFormat refuses a shard of a format it cannot read, naming it.
 func TestDumpUnknownFormat(t *testing.T) {
 	dir := t.TempDir()
-	idx := &format.Index{Shards: []format.ShardInfo{{Format: "wds", Version: 2, Samples: 1,
-		RawData: format.FileInfo{Basename: "shard.00000.tar", Bytes: 10}}}}
+	// (wds shards are dumped since WebDataset support; lance never is.)
+	idx := &format.Index{Shards: []format.ShardInfo{{Format: "lance", Version: 2, Samples: 1,
+		RawData: format.FileInfo{Basename: "shard.00000.lance", Bytes: 10}}}}
 	if err := os.WriteFile(filepath.Join(dir, "index.json"), format.AppendIndex(nil, idx), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err := runFmtCLI(t, "dump", dir)
-	if !errors.Is(err, format.ErrCorrupt) || !strings.Contains(err.Error(), `unknown shard format "wds"`) {
-		t.Fatalf("dump of a wds shard: %v", err)
+	if !errors.Is(err, format.ErrCorrupt) || !strings.Contains(err.Error(), `unknown shard format "lance"`) {
+		t.Fatalf("dump of a lance shard: %v", err)
 	}
 }
 
