@@ -121,6 +121,18 @@ class CompatTest(helpers.AgentCase):
         self.assertEqual(sorted(s["id"] for s in ds), list(range(60)))
         self.assertTrue(os.path.isdir(local))
 
+    def test_several_datasets_one_cache_with_workers(self):
+        local = self.local("several")
+        dss = [sluice.StreamingDataset(remote=self.remote, local=local, batch_size=4, shuffle=True, shuffle_seed=s)
+               for s in (1, 2, 3)]
+        loaders = [sluice.StreamingDataLoader(d, batch_size=4, num_workers=2) for d in dss]
+        seen = [[] for _ in loaders]
+        for batches in zip(*loaders):
+            for i, b in enumerate(batches):
+                seen[i] += [int(x) for x in b["id"]]
+        for i in range(len(loaders)):
+            self.assertEqual(sorted(seen[i]), list(range(60)), i)
+
     def test_differing_cache_limit_warns(self):
         local = self.local("limits")
         a = sluice.StreamingDataset(remote=self.remote, local=local, cache_limit="10mb")
