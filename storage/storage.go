@@ -174,3 +174,9 @@ type Uploader interface {
 	// be nil.
 	Upload(ctx context.Context, key string, src io.ReaderAt, size int64, opts *WriteOptions) error
 }
+
+// ResponseHeaderTimeout is the HTTP drivers' own bound on the wait for a
+// response's headers after a request is sent: a backstop under the retry
+// decorator's per-attempt timeout (storage/stack), so that not even an
+// undecorated driver waits forever on a server that never answers.
+const ResponseHeaderTimeout = 2 * time.Minute

@@ -105,6 +105,9 @@ func newBucket(u *url.URL, opts *Options) (*Bucket, error) {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConns = 256
 		t.MaxIdleConnsPerHost = 64
+		// A backstop deadline for a server that accepts and never answers,
+		// for callers without the retry decorator's per-attempt timeout.
+		t.ResponseHeaderTimeout = storage.ResponseHeaderTimeout
 		b.client = &http.Client{Transport: t}
 		b.own = true
 	}

@@ -177,6 +177,10 @@ func New(ctx context.Context, bucket, prefix string, opts *Options) (*Bucket, er
 		loadOpts = append(loadOpts, config.WithHTTPClient(awshttp.NewBuildableClient().
 			WithTransportOptions(func(t *http.Transport) {
 				t.MaxIdleConnsPerHost = maxIdleConnsPerHost
+				// A backstop deadline for a server that accepts and never
+				// answers, for callers without the retry decorator's
+				// per-attempt timeout (storage/stack).
+				t.ResponseHeaderTimeout = storage.ResponseHeaderTimeout
 			})))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
