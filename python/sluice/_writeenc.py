@@ -153,15 +153,37 @@ class _Var:
         if self.fast is not None:
             try:
                 items = self.fast(vals)
-            except (TypeError, AttributeError, UnicodeError):
+            except (TypeError, AttributeError, UnicodeError, OverflowError):
                 items = None
         if items is None:
             items = _per_value(self.column, vals, self.conv)
+        if isinstance(items, _Joined):
+            return [bytes([KIND_BYTES]), items.lens.tobytes(), items.data]
         return _var_section(KIND_BYTES, items)
 
 
+class _Joined:
+    """Values already joined: one blob and its lengths (the fast path)."""
+
+    __slots__ = ("data", "lens")
+
+    def __init__(self, data, lens):
+        self.data, self.lens = data, lens
+
+
 def _str_fast(vals):
-    return [v.encode("utf-8") if type(v) is str else _bytes_only(v) for v in vals]
+    # All-ASCII text (the common case) is encoded in one piece: when the
+    # UTF-8 of the joined text is as long as the text, every character
+    # is one byte, and the values' lengths are their str lengths.
+    data = "".join(vals).encode("utf-8")
+    lens = array("I", map(len, vals))
+    if len(data) == sum(lens):
+        return _Joined(data, lens)
+    return [v.encode("utf-8") for v in vals]
+
+
+def _bytes_fast(vals):
+    return _Joined(b"".join(vals), array("I", map(len, vals)))
 
 
 def _bytes_only(v):
@@ -333,7 +355,7 @@ def mds_encoder(column, enc, allow_pickle=False):
     if enc == "str":
         return _Var(column, _str, _str_fast)
     if enc == "bytes":
-        return _Var(column, _bytes, lambda vals: [_bytes_only(v) for v in vals])
+        return _Var(column, _bytes, _bytes_fast)
     if enc == "str_int":
         return _Var(column, _str_int)
     if enc == "str_float":

@@ -316,7 +316,9 @@ class _Writer:
 
     def _send_frame(self, n, parts):
         body = sum(map(len, parts))
-        self._send(b"".join([_HEADER.pack(b"SLB1", n, body)] + parts))
+        self._send(_HEADER.pack(b"SLB1", n, body))
+        for part in parts:  # no copy of the batch into one buffer
+            self._send(part)
         self._written += n
         per = max(1, body // n)
         self._batch = max(1, min(_MAX_BATCH, _TARGET_BATCH_BYTES // per, self._batch * 8))

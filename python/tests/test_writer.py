@@ -124,6 +124,23 @@ class ArgumentTest(WriterTestCase):
         self.assertEqual(vals[:39], list(range(1, 40)))
         self.assertEqual(vals[-1], 9)
 
+    def test_text_fast_path_and_fallbacks(self):
+        # ASCII batches take the joined fast path; non-ASCII text, bytes
+        # passed through and bytearrays take the per-value path.
+        out = self.path("txt")
+        vals = ["plain", "", "é中😀", b"raw bytes", "x" * 1000]
+        with sluice.MDSWriter(out=out, columns={"s": "str", "b": "bytes"}) as w:
+            for i in range(500):
+                v = vals[i % len(vals)]
+                w.write({"s": v, "b": bytearray(b"%d" % i) if i % 7 == 0 else b"%d" % i})
+        p = subprocess.run([helpers.binary(), "dump", out], stdout=subprocess.PIPE, check=True)
+        got = [json.loads(line)["cols"] for line in p.stdout.splitlines()]
+        self.assertEqual(len(got), 500)
+        for i, g in enumerate(got):
+            v = vals[i % len(vals)]
+            self.assertEqual(g["s"]["v"], v.decode() if isinstance(v, bytes) else v)
+            self.assertEqual(g["b"]["v"]["b64"], __import__("base64").b64encode(b"%d" % i).decode())
+
     def test_tuple_out_keep_local_and_version(self):
         local, remote = self.path("loc"), self.path("rem")
         with sluice.MDSWriter(out=(local, "file://" + remote), columns={"x": "int"}, keep_local=True) as w:
