@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sluicedata/sluice/format/compress"
+	"github.com/sluicedata/sluice/format/mds"
 	"github.com/sluicedata/sluice/internal/stores"
 	"github.com/sluicedata/sluice/stream"
 )
@@ -129,7 +130,8 @@ const memBound = 256 << 20
 // the index claims 2 GiB it is refused at Open (ratio cap) before any
 // space is reserved; when it claims 1 MiB, decompression stops at 1 MiB
 // as bytes arrive and the failed shard leaves nothing in the cache; the
-// in-memory decoder (sluice verify, local reads) refuses the claim too.
+// in-memory decoder (sluice verify, local reads) and mds.Verify refuse
+// the claim too.
 // Peak memory is checked in a child process.
 func TestDecompressionBomb(t *testing.T) {
 	if dir := os.Getenv("SLUICE_TEST_BOMB_DIR"); dir != "" {
@@ -157,6 +159,9 @@ func TestDecompressionBomb(t *testing.T) {
 	}
 	if got["leftover-1m"] != "0" {
 		t.Errorf("the failed shard left %s bytes of shard files in the cache", got["leftover-1m"])
+	}
+	if !strings.Contains(got["verify-2g"], "compression ratio cap") {
+		t.Errorf("verify of a shard claiming 2 GiB: %q", got["verify-2g"])
 	}
 	if !strings.Contains(got["decompress-2g"], "compression ratio cap") {
 		t.Errorf("Decompress claiming 2 GiB: %q", got["decompress-2g"])
@@ -200,6 +205,9 @@ func bombChild(dirs string) {
 		return nil
 	})
 	say("leftover-1m", left)
+	var problems []string
+	_, err = mds.Verify(ctx, big, func(err error) { problems = append(problems, err.Error()) })
+	say("verify-2g", fmt.Sprint(err, problems))
 	bomb := zstdBomb(2<<30, true)
 	_, err = compress.Decompress("zstd", bomb, 2<<30)
 	say("decompress-2g", err)
