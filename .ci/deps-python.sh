@@ -2,12 +2,13 @@
 # Installs Debian's python3 with torch, numpy and Pillow for the client tests
 # (and sentencepiece, the reference the Go tokenizer's tests compare with),
 # plus pip, setuptools and wheel so that `pip install ./python
-# --no-build-isolation` works offline. Quick when everything is present.
+# --no-build-isolation` works offline, and venv (the wheel test installs
+# the wheel into a fresh venv). Quick when everything is present.
 set -euo pipefail
 PY=/usr/bin/python3
 check() {
   [ -x "$PY" ] && "$PY" - <<'PYEOF' 2>/dev/null
-import setuptools, wheel, pip, numpy, PIL, torch, sentencepiece
+import setuptools, wheel, pip, ensurepip, numpy, PIL, torch, sentencepiece
 print("python deps present: torch", torch.__version__, "numpy", numpy.__version__, "Pillow", PIL.__version__)
 PYEOF
 }
@@ -20,5 +21,5 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   python3 python3-torch python3-numpy python3-pil python3-pip python3-setuptools python3-wheel \
-  python3-sentencepiece
+  python3-sentencepiece python3-venv
 check || { echo "python deps still missing after apt-get install" >&2; exit 1; }
