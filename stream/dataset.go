@@ -397,6 +397,11 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (*
 		stampIndex(ctx, st.bucket, local)
 	} else if err != nil {
 		return nil, 0, fmt.Errorf("stream: %w", err)
+	} else if st.tar != nil {
+		// The cached index is a selection of the store's (or built).
+		if err := checkTarIndexFresh(ctx, st.bucket, local, b, st.tar); err != nil {
+			return nil, 0, err
+		}
 	} else {
 		if err := checkIndexFresh(ctx, st.bucket, local); err != nil {
 			return nil, 0, err

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/format/wds"
@@ -151,4 +153,36 @@ func (c *tarIndexCache) open(path string, info *format.ShardInfo) (*wds.File, er
 		c.m.Store(path, want)
 	}
 	return f, nil
+}
+
+// checkTarIndexFresh is checkIndexFresh for a tar spec, whose cached index
+// is the selection of the store's index.json for the spec's shards (or was
+// built from their headers): when the store's index.json is newer than the
+// cached copy, the selection is made again and must give the same entries.
+func checkTarIndexFresh(ctx context.Context, b storage.Bucket, local string, cached []byte, spec *tarSpec) error {
+	fi, err := os.Stat(local)
+	if err != nil {
+		return fmt.Errorf("stream: %w", err)
+	}
+	info, err := b.Stat(ctx, format.IndexFile)
+	if errors.Is(err, storage.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stream: check %s against the cached copy: %w", b.URL(format.IndexFile), err)
+	}
+	if info.ModTime.IsZero() || !info.ModTime.After(fi.ModTime().Add(time.Second)) {
+		return nil
+	}
+	raw, err := storage.ReadAll(ctx, b, format.IndexFile, maxIndexBytes)
+	if err != nil {
+		return fmt.Errorf("stream: check %s against the cached copy: %w", b.URL(format.IndexFile), err)
+	}
+	if idx, err := format.ParseIndex(raw); err == nil {
+		if sel, ok := selectTarIndex(idx, spec.keys); ok && bytes.Equal(format.AppendIndex(nil, sel), cached) {
+			return nil
+		}
+	}
+	return fmt.Errorf("stream: %s: %w: its entries for %s differ from the cached copy %s (remove the cache directory, or use another, to stream the new dataset)",
+		b.URL(format.IndexFile), ErrIndexChanged, spec.spec, local)
 }

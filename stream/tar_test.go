@@ -351,11 +351,19 @@ func TestTarIndexBesideShards(t *testing.T) {
 	w, _ := mb.NewWriter(ctx, format.IndexFile, nil)
 	w.Write(format.AppendIndex(nil, idx))
 	w.Close()
-	ds, err := stream.Open(ctx, &stream.Options{Remote: "mem://data/shard-{000002,000001}.tar", Local: t.TempDir(), Registry: reg})
+	subLocal := t.TempDir()
+	ds, err := stream.Open(ctx, &stream.Options{Remote: "mem://data/shard-{000002,000001}.tar", Local: subLocal, Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ds.Close()
+	// Opened again on the same node: the cached selection is used (it
+	// differs from the index in the store, which lists every shard).
+	again, err := stream.Open(ctx, &stream.Options{Remote: "mem://data/shard-{000002,000001}.tar", Local: subLocal, Registry: reg})
+	if err != nil {
+		t.Fatalf("second open of a subset: %v", err)
+	}
+	again.Close()
 	if ds.Len() != 10 || ds.ShardInfo(0).RawData.Basename != "shard-000002.tar" {
 		t.Fatalf("subset: %d samples, first shard %s", ds.Len(), ds.ShardInfo(0).RawData.Basename)
 	}
