@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/sluicedata/sluice/internal/atomicfile"
 )
@@ -109,6 +108,3 @@ func parseF(path string, row int, s string) (float64, error) {
 	}
 	return v, nil
 }
-
-// seconds converts a float of seconds to a Duration.
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

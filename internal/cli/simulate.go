@@ -131,7 +131,7 @@ func runSimulate(ctx context.Context, e *env, f *simulateFlags, args []string) e
 	if f.vary != "" {
 		k, v, ok := strings.Cut(f.vary, "=")
 		if !ok || v == "" {
-			return fmt.Errorf("simulate: --vary %q: want KEY=V1,V2,...", f.vary)
+			return fmt.Errorf("simulate: --vary %q: want KEY=V1,V2 (comma-separated values)", f.vary)
 		}
 		key, values = k, strings.Split(v, ",")
 	}
