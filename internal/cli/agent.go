@@ -112,6 +112,7 @@ func runAgent(ctx context.Context, e *env, o agentOptions) error {
 	a, err := agent.New(&agent.Options{Registry: m.registry(e.registry), Logger: log, IdleTimeout: o.idleTimeout})
 	if err != nil {
 		ln.Close()
+		m.close()
 		return err
 	}
 	stopMetrics, err := m.serve(a, log)

@@ -49,6 +49,13 @@ func (m *agentMetrics) registry(r *storage.Registry) *storage.Registry {
 	return m.store.Registry(r)
 }
 
+// close releases the listener of metrics that were never served.
+func (m *agentMetrics) close() {
+	if m != nil {
+		m.ln.Close()
+	}
+}
+
 // serve starts serving a's figures; stop ends it.
 func (m *agentMetrics) serve(a *agent.Agent, log *slog.Logger) (stop func(), err error) {
 	if m == nil {
