@@ -80,6 +80,10 @@ class StreamingDataLoader(_DataLoader):
     It counts the samples this rank has yielded in the current epoch
     (exactly, whatever the collate function returns; see the module
     docstring); the state dict scales that to all ranks, as MosaicML's does.
+
+    Where it is equivalent, its workers run as threads of this process
+    (sluice._feed; SLUICE_FEED=auto|threads|workers): the same batches in
+    the same order, nothing pickled through worker pipes.
     """
 
     def __init__(self, *args, **kwargs):
@@ -98,6 +102,14 @@ class StreamingDataLoader(_DataLoader):
 
     def __iter__(self):
         self.num_samples_yielded = 0
+        from . import _feed
+        from .dataset import StreamingDataset
+
+        if _feed.eligible(self, StreamingDataset):
+            for n, batch in _feed.batches(self):
+                self.num_samples_yielded += n
+                yield batch
+            return
         for batch in super().__iter__():
             if type(batch) is _Counted:
                 self.num_samples_yielded += batch.n
