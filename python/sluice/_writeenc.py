@@ -395,10 +395,11 @@ def mds_encoder(column, enc, allow_pickle=False):
 class _Typed:
     """A JSON/XSV column: typed values that the Go writer renders."""
 
-    def __init__(self, column, enc):
+    def __init__(self, column, enc, forbidden=()):
         if enc not in ("str", "int", "float"):
             raise TypeError("column %r: encoding %r is not one of str, int, float" % (column, enc))
         self.column, self.enc = column, enc
+        self.forbidden = [f for f in forbidden if f]
 
     def section(self, vals):
         c = self.column
@@ -407,6 +408,9 @@ class _Typed:
             for i, v in enumerate(vals):
                 if not isinstance(v, str):
                     raise EncodeError(i, c, "column %r: str column takes str, got %s" % (c, type(v).__name__))
+                for f in self.forbidden:
+                    if f in v:
+                        raise EncodeError(i, c, "column %r: value %.40r contains the separator or the newline" % (c, v))
                 items.append(v.encode("utf-8"))
             return _var_section(KIND_STRING, items)
         if self.enc == "int":
@@ -423,6 +427,8 @@ class _Typed:
         return [bytes([KIND_FLOAT64]), array("d", vals).tobytes()]
 
 
-def typed_encoder(column, enc):
-    """Returns the section encoder of a JSON, CSV, TSV or XSV column."""
-    return _Typed(column, enc)
+def typed_encoder(column, enc, forbidden=()):
+    """Returns the section encoder of a JSON, CSV, TSV or XSV column;
+    forbidden lists texts a str value must not contain (an XSV separator
+    and newline), refused here so that the writer stays usable."""
+    return _Typed(column, enc, forbidden)

@@ -468,6 +468,9 @@ class XSVWriter(_Writer):
     def _format_args(self):
         return ["--newline", self.newline] + (["--separator", self.separator] if self.format == "xsv" else [])
 
+    def _encoder(self, name, enc, kwargs):
+        return _writeenc.typed_encoder(name, enc, (self.separator, self.newline))
+
 
 class CSVWriter(XSVWriter):
     """Writes a CSV dataset (MosaicML's ``CSVWriter``)."""

@@ -206,6 +206,16 @@ class OtherFormatsTest(WriterTestCase):
                 self.assertIn(line, first)
                 p = subprocess.run([helpers.binary(), "dump", out], stdout=subprocess.PIPE, check=True)
                 self.assertEqual(len(p.stdout.splitlines()), len(samples))
+        # A CSV value holding the separator is refused and the writer goes on.
+        w = sluice.CSVWriter(out=self.path("sep"), columns={"t": "str"})
+        w.write({"t": "fine"})
+        with self.assertRaisesRegex(ValueError, "separator"):
+            w.write({"t": "a,b"})
+            for _ in range(100000):
+                w.write({"t": "more"})
+        w.write({"t": "last"})
+        w.finish()
+        self.assertTrue(_index(self.path("sep"))["shards"])
         with self.assertRaisesRegex(ValueError, "int column takes int"):
             w = sluice.JSONWriter(out=self.path("bad"), columns={"id": "int"})
             w.write({"id": "seven"})
