@@ -92,6 +92,26 @@ class FeedTest(helpers.AgentCase):
                 shape, work = helpers.plan_work(self.data, 32, workers=max(workers, 1), seed=17)
                 self.assertEqual(got, helpers.rank_batches(shape, work, 0, 32))
 
+    def test_loader_picks_the_feed(self):
+        """StreamingDataLoader(num_workers=2) with the default collate runs
+        on the feed by itself (no worker processes), yields torch's order
+        and checkpoints where it stopped."""
+        want, _ = loader_batches(self.dataset("w"), 32, 2, feed=False)
+        os.environ.pop("SLUICE_FEED", None)
+        loader = sluice.StreamingDataLoader(self.dataset("p"), batch_size=32, num_workers=2)
+        got = []
+        for b in loader:
+            got.append(ids_of(b))
+            if len(got) == 10:
+                state = loader.state_dict()
+        self.assertIsNone(loader._iterator)  # torch's multiprocessing iterator never started
+        self.assertEqual(got, want)
+        self.assertEqual(state["sample_in_epoch"], 320)
+        ds = self.dataset("q")
+        ds.load_state_dict(state)
+        rest = [i for b in sluice.StreamingDataLoader(ds, batch_size=32, num_workers=2) for i in ids_of(b)]
+        self.assertEqual(sorted(rest + [i for b in got[:10] for i in b]), list(range(self.N)))
+
     def test_drop_last(self):
         want, _ = loader_batches(self.dataset("w", batch_size=50), 50, 2, feed=False, drop_last=True)
         got, _ = loader_batches(self.dataset("f", batch_size=50), 50, 2, feed=True, drop_last=True)
