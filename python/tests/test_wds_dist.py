@@ -19,7 +19,7 @@ try:
 except ImportError:  # pragma: no cover
     torch = None
 
-SHARDS, PER, B = 24, 10, 4
+SHARDS, PER, B = 48, 10, 4
 N = SHARDS * PER
 RANK = os.path.join(helpers.HERE, "test_wds_rank.py")
 
@@ -83,18 +83,26 @@ class S3TarTest(helpers.AgentCase):
         subprocess.run([helpers.binary(), "cp", "--progress", "none", self.src, prefix], check=True,
                        stdout=subprocess.DEVNULL)
         self.remote = prefix + "/shard-{000000..%06d}.tar" % (SHARDS - 1)
-        # Under the data's size: the shards must be evicted and fetched
-        # again while the epoch runs.
-        self.limit = self.total // 2
+        # Under the data's size (the shards must be evicted and fetched
+        # again while the epoch runs), above what the agent requires: each
+        # of 4 ranks x 2 workers holding up to 3 shards, one being fetched.
+        shard = max(os.path.getsize(os.path.join(self.src, f)) for f in os.listdir(self.src))
+        self.limit = 30 * shard
         self.assertLess(self.limit, self.total)
 
     def run_ranks(self, ranks, cfg, job):
+        # The agent requires room for 3 shards per DataLoader worker of
+        # every local rank plus one being fetched (a shard's footprint is
+        # at most twice its tar here: the tar and its index), so the limit
+        # is the larger of that and half the data.
+        w = max(max(cfg["workers"]), 1)
+        limit = max(self.limit, (ranks * w * 3 + 1) * 2 * (self.total // SHARDS + 512) + (64 << 10))
         procs = []
         for r in range(ranks):
             env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(ranks), LOCAL_WORLD_SIZE=str(ranks), LOCAL_RANK=str(r),
                        MASTER_ADDR="127.0.0.1", MASTER_PORT="29700")
             out = os.path.join(self.tmp, "%s-%d.json" % (job, r))
-            c = dict({"remote": self.remote, "local": os.path.join(self.tmp, "cache"), "cache_size": self.limit,
+            c = dict({"remote": self.remote, "local": os.path.join(self.tmp, "cache"), "cache_size": limit,
                       "batch_size": B}, **cfg, job=job, out=out)
             procs.append((subprocess.Popen([sys.executable, RANK, json.dumps(c)], env=env, cwd=helpers.HERE), out))
         results = []
