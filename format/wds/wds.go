@@ -32,7 +32,8 @@ type CorruptError struct {
 	Shard string
 	// Member is the tar member name, empty when the error precedes it.
 	Member string
-	// Offset is the byte position in the archive where the problem lies.
+	// Offset is the byte position in the archive where the problem lies
+	// (the member's header for member problems); -1 when not known.
 	Offset int64
 	// Reason says what was wrong.
 	Reason string
