@@ -5,13 +5,16 @@
 //
 // A member named "dir/base.ext1.ext2" belongs to the sample with key
 // "dir/base" (everything up to the first dot of the last path element) and
-// is stored in that sample under the field name "ext1.ext2" (the rest). The
+// is stored in that sample under the field name "ext1.ext2" (the rest,
+// lowercased, possibly empty), as webdataset's base_plus_ext does. The
 // members of one sample are consecutive in the archive; a new key starts a
-// new sample. Members that are not regular files (directories, links) and
-// regular files whose base name has no dot, or starts with a dot, are
-// skipped, as the Python webdataset library does. A key that reappears after
-// another key is a new sample with the same key; a field repeated inside one
-// sample is an error.
+// new sample. Members that are not regular files (directories, links),
+// regular files whose base name has no dot or starts with one, and
+// webdataset's metadata names ("__X__" at the top, or under a first path
+// element "__X__") are skipped. A key that reappears after another key is
+// a new sample with the same key; a field repeated inside one sample is an
+// error, as are member names that are not UTF-8, contain NUL or have a ".."
+// element.
 //
 // # Reading
 //
@@ -23,9 +26,13 @@
 //	}
 //	if err := r.Err(); err != nil { ... }
 //
-// OpenShard indexes an archive held in an io.ReaderAt (an mmap in practice)
-// and gives random access to its samples by position, with the byte span of
-// each sample for zero-copy readers.
+// OpenShard indexes an archive held in an io.ReaderAt and gives random
+// access to its samples by position, with the byte span of each sample for
+// zero-copy readers; OpenShardBytes does the same for an archive in memory
+// (an mmap), parsing plain USTAR/GNU headers directly. File is a mapped
+// shard file, the format.Shard the streaming engine reads. Scan summarises
+// an archive for an index (sample count, first and last keys, header
+// digest), skipping member data on seekable readers.
 //
 // # Errors
 //
