@@ -303,6 +303,9 @@ func (d *sharedDataset) info(w agentapi.World) (agentapi.Opened, error) {
 	if d.opts.ShuffleSeed != nil {
 		out.ShuffleSeed = *d.opts.ShuffleSeed
 	}
+	for _, sw := range d.ds.Planner().Streams() {
+		out.Streams = append(out.Streams, agentapi.StreamWeight{Proportion: sw.Proportion, Repeat: sw.Repeat, Choose: sw.Choose})
+	}
 	return out, nil
 }
 

@@ -172,9 +172,21 @@ type Opened struct {
 	// not yet resolved).
 	NumCanonicalNodes int   `json:"num_canonical_nodes"`
 	ShuffleSeed       int64 `json:"shuffle_seed"`
+	// Streams gives each stream's weights as the planner resolved them
+	// (MosaicML sets them on its Stream objects).
+	Streams []StreamWeight `json:"streams,omitempty"`
 	// Warnings are for the user (the Python client raises each as a
 	// UserWarning): an argument the agent could not honour as given.
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// StreamWeight is a stream's resolved weight: the samples it contributes
+// per epoch (choose), that over the epoch size (proportion), and over its
+// own sample count (repeat).
+type StreamWeight struct {
+	Proportion float64 `json:"proportion"`
+	Repeat     float64 `json:"repeat"`
+	Choose     int64   `json:"choose"`
 }
 
 // State is MosaicML's dataset state dict (spec §13.4).

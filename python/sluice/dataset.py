@@ -70,19 +70,24 @@ class Stream:
         self.proportion = proportion
         self.repeat = repeat
         self.choose = choose
+        # What the user gave: a dataset sets the resolved weights on the
+        # attributes above, and a later dataset over this Stream must
+        # resolve from the given ones again.
+        self._given = (proportion, repeat, choose)
         self.download_retry = download_retry
         self.download_timeout = download_timeout
         self.validate_hash = validate_hash
         self.keep_zip = keep_zip
 
     def _wire(self):
+        proportion, repeat, choose = getattr(self, "_given", (self.proportion, self.repeat, self.choose))
         out = {
             "remote": _abs_location(self.remote),
             "local": _abs_location(self.local),
             "split": self.split,
-            "proportion": None if self.proportion is None else float(self.proportion),
-            "repeat": None if self.repeat is None else float(self.repeat),
-            "choose": None if self.choose is None else int(self.choose),
+            "proportion": None if proportion is None else float(proportion),
+            "repeat": None if repeat is None else float(repeat),
+            "choose": None if choose is None else int(choose),
             "download_retry": self.download_retry,
             "download_timeout": None if self.download_timeout is None else float(self.download_timeout),
             "validate_hash": self.validate_hash,
@@ -261,6 +266,9 @@ class StreamingDataset(_Base):
             if self._info is None:
                 for w in opened.get("warnings") or ():
                     warnings.warn(w, UserWarning, stacklevel=3)
+                # MosaicML leaves each Stream holding its resolved weights.
+                for st, sw in zip(self.streams or (), opened.get("streams") or ()):
+                    st.proportion, st.repeat, st.choose = sw["proportion"], sw["repeat"], sw["choose"]
             if self._info is None and not self.allow_unsafe_types:
                 for sc in opened["schemas"]:
                     if "pkl" in (sc.get("column_encodings") or ()):

@@ -133,6 +133,25 @@ class CompatTest(helpers.AgentCase):
         for i in range(len(loaders)):
             self.assertEqual(sorted(seen[i]), list(range(60)), i)
 
+    def test_streams_hold_resolved_weights(self):
+        # Four equal streams without weights: MosaicML leaves proportion
+        # 0.25, repeat 1 and choose = the stream's samples on each.
+        streams = []
+        for k in range(4):
+            remote = os.path.join(self.tmp, "eq-%d" % k)
+            helpers.write_ids(remote, 20, size_limit=400)
+            streams.append(sluice.Stream(remote=remote, local=self.local("eq-local-%d" % k)))
+        ds = sluice.StreamingDataset(streams=streams, batch_size=4)
+        for st in streams:
+            self.assertAlmostEqual(st.proportion, 0.25)
+            self.assertAlmostEqual(st.repeat, 1.0)
+            self.assertEqual(st.choose, 20)
+        self.assertEqual(ds.epoch_size, 80)
+        # The same Streams in a second dataset resolve again from what
+        # the user gave.
+        ds2 = sluice.StreamingDataset(streams=streams, batch_size=4, shuffle=True)
+        self.assertEqual(ds2.epoch_size, 80)
+
     def test_differing_cache_limit_warns(self):
         local = self.local("limits")
         a = sluice.StreamingDataset(remote=self.remote, local=local, cache_limit="10mb")
