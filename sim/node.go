@@ -3,7 +3,6 @@ package sim
 import (
 	"container/heap"
 	"math"
-	"sort"
 
 	"github.com/sluicedata/sluice/plan"
 )
@@ -36,9 +35,13 @@ type node struct {
 	presentList []int
 
 	usage, peak int64
-	linkFree    float64
-	events      eventHeap
-	prefetching int
+	// gen counts changes that can make room (completions, evictions,
+	// releases); noRoomGen/noRoomDist remember the last refused prefetch.
+	gen, noRoomGen int64
+	noRoomDist     int64
+	linkFree       float64
+	events         eventHeap
+	prefetching    int
 
 	// the epoch being played
 	sc       *plan.Schedule
@@ -98,6 +101,7 @@ func newNode(c *Config, id int) *node {
 	for i := range nd.pidx {
 		nd.pidx[i] = -1
 	}
+	nd.noRoomGen = -1
 	nd.window = int64(c.predownload()) * int64(c.consumers())
 	nd.horizon = int64(max(2*c.predownload(), 1024)) * int64(c.consumers())
 	nd.budget = prefetchBudget(c, c.consumers())
@@ -173,6 +177,7 @@ func (nd *node) complete(shard int) {
 		nd.prefetching--
 	}
 	nd.demand[shard] = false
+	nd.gen++
 }
 
 // fetch starts a download of shard at t.
@@ -212,46 +217,44 @@ func (nd *node) reserve(n, distance int64, demand bool) bool {
 	if nd.limit == 0 || nd.usage+n <= nd.limit {
 		return true
 	}
-	type cand struct {
-		shard   int
-		planned bool
-		dist    int64
-		lastUse float64
+	if !demand && nd.noRoomGen == nd.gen && distance >= nd.noRoomDist {
+		// As the cache: a prefetch needed no sooner than one just
+		// refused, with nothing changed since, is refused without a scan.
+		return false
 	}
-	var cands []cand
-	for _, s := range nd.presentList {
-		if nd.leased[s] > 0 {
-			continue
+	// Evict the best candidate, one at a time (usually one is enough):
+	// unplanned before planned, then the farthest next use, then the
+	// least recently used.
+	for nd.usage+n > nd.limit {
+		best, bestPlanned, bestDist, bestLast := -1, true, int64(-1), 0.0
+		for _, s := range nd.presentList {
+			if nd.leased[s] > 0 {
+				continue
+			}
+			d, planned := nd.distance(s)
+			if !planned {
+				d = math.MaxInt64
+			}
+			better := best < 0 ||
+				(bestPlanned && !planned) ||
+				(bestPlanned == planned && (d > bestDist ||
+					(d == bestDist && (nd.lastUse[s] < bestLast || (nd.lastUse[s] == bestLast && s < best)))))
+			if better {
+				best, bestPlanned, bestDist, bestLast = s, planned, d, nd.lastUse[s]
+			}
 		}
-		d, ok := nd.distance(s)
-		if !ok {
-			d = math.MaxInt64
-		}
-		cands = append(cands, cand{s, ok, d, nd.lastUse[s]})
-	}
-	sort.Slice(cands, func(a, b int) bool {
-		x, y := cands[a], cands[b]
-		if x.planned != y.planned {
-			return !x.planned
-		}
-		if x.dist != y.dist {
-			return x.dist > y.dist
-		}
-		if x.lastUse != y.lastUse {
-			return x.lastUse < y.lastUse
-		}
-		return x.shard < y.shard
-	})
-	for _, cd := range cands {
-		if nd.usage+n <= nd.limit {
+		if best < 0 || (!demand && bestDist <= distance) {
 			break
 		}
-		if !demand && cd.dist <= distance {
-			break
-		}
-		nd.evict(cd.shard)
+		nd.evict(best)
 	}
-	return nd.usage+n <= nd.limit
+	if nd.usage+n > nd.limit {
+		if !demand && (nd.noRoomGen != nd.gen || distance < nd.noRoomDist) {
+			nd.noRoomGen, nd.noRoomDist = nd.gen, distance
+		}
+		return false
+	}
+	return true
 }
 
 func (nd *node) evict(shard int) {
@@ -264,6 +267,7 @@ func (nd *node) evict(shard int) {
 	nd.presentList = nd.presentList[:len(nd.presentList)-1]
 	nd.pidx[shard] = -1
 	nd.evictions++
+	nd.gen++
 }
 
 // pump runs the prefetchers at t: walk the node's runs from the walk
@@ -386,5 +390,6 @@ func (nd *node) release() {
 	for _, sh := range nd.cur {
 		nd.leased[sh]--
 	}
+	nd.gen++
 	nd.cur = nd.cur[:0]
 }
