@@ -20,6 +20,7 @@ type cpFlags struct {
 	concurrency  int
 	skipExisting bool
 	progress     string
+	store        storeFlags
 }
 
 func newCpCommand(e *env) *cobra.Command {
@@ -41,10 +42,11 @@ line gives the objects, bytes and rate.`,
 		Example: `  sluice cp s3://my-bucket/c4/train gs://mirror/c4/train
   sluice cp --skip-existing https://example.com/ds ./ds`,
 		Args: cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: storeRunE(&f.store, func(cmd *cobra.Command, args []string) error {
 			return runCp(cmd.Context(), e, args[0], args[1], &f)
-		},
+		}),
 	}
+	addStoreFlags(cmd, &f.store)
 	cmd.Flags().IntVarP(&f.concurrency, "concurrency", "j", 16, "objects copied at once")
 	cmd.Flags().BoolVar(&f.skipExisting, "skip-existing", false, "skip objects that exist at DST with the same size (resume a copy)")
 	cmd.Flags().StringVar(&f.progress, "progress", "auto", "progress display: "+progressValues)
@@ -75,10 +77,10 @@ func runCp(ctx context.Context, e *env, src, dst string, f *cpFlags) (err error)
 
 	objects, err := listObjects(ctx, sb)
 	if err != nil {
-		return fmt.Errorf("cp: list %s: %w", src, err)
+		return fmt.Errorf("cp: list %s: %w", storage.RedactURL(src), err)
 	}
 	if len(objects) == 0 {
-		return fmt.Errorf("cp: no objects under %s", src)
+		return fmt.Errorf("cp: no objects under %s", storage.RedactURL(src))
 	}
 	var total int64
 	for _, o := range objects {

@@ -22,6 +22,7 @@ import (
 func newDumpCommand(e *env) *cobra.Command {
 	var from, count int64
 	var raw bool
+	var sf storeFlags
 	cmd := &cobra.Command{
 		Use:   "dump DATASET",
 		Short: "Print samples as canonical JSON lines",
@@ -44,7 +45,7 @@ few at a time, and removed once dumped.
 decompression, before decoding): {"cols": {NAME: {"b64": BASE64}}, "i": I,
 "shard": K}, to feed a writer the exact bytes a dataset holds.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: storeRunE(&sf, func(cmd *cobra.Command, args []string) error {
 			if from < 0 {
 				return fmt.Errorf("dump: --from must be >= 0, got %d", from)
 			}
@@ -54,8 +55,9 @@ decompression, before decoding): {"cols": {NAME: {"b64": BASE64}}, "i": I,
 			out := bufio.NewWriterSize(e.stdout, 1<<16)
 			err := runDump(cmd.Context(), e, args[0], from, count, raw, out)
 			return errors.Join(err, out.Flush())
-		},
+		}),
 	}
+	addStoreFlags(cmd, &sf)
 	cmd.Flags().Int64Var(&from, "from", 0, "first global sample index")
 	cmd.Flags().Int64Var(&count, "count", -1, "number of samples (-1: to the end)")
 	cmd.Flags().BoolVar(&raw, "raw", false, "print each MDS column's stored bytes (base64) instead of its value")

@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluicedata/sluice/format"
-	"github.com/sluicedata/sluice/internal/stores"
 	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/stream"
 )
@@ -40,7 +39,8 @@ type dataset struct {
 	tarKeys []string
 }
 
-// openDataset opens the dataset named by arg through e.registry. It reads
+// openDataset opens the dataset named by arg through e.registry, under the
+// retry policy of the command's store flags (see withStoreFlags). It reads
 // nothing yet.
 func openDataset(ctx context.Context, e *env, arg string) (*dataset, error) {
 	u, err := storage.ParseURL(arg)
@@ -71,7 +71,7 @@ func openDataset(ctx context.Context, e *env, arg string) (*dataset, error) {
 			d.local = "."
 		}
 	}
-	if d.bucket, err = stores.Open(ctx, e.registry, arg, nil); err != nil {
+	if d.bucket, err = openStore(ctx, e, arg); err != nil {
 		return nil, err
 	}
 	return d, nil

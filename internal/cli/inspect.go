@@ -14,6 +14,7 @@ import (
 
 func newInspectCommand(e *env) *cobra.Command {
 	var listShards, noStat, asJSON bool
+	var sf storeFlags
 	cmd := &cobra.Command{
 		Use:   "inspect DATASET",
 		Short: "Describe a dataset",
@@ -25,7 +26,7 @@ store (in parallel) to report the bytes actually stored and any file that
 is missing or has another size than the index says; --no-stat skips that.
 --json prints the same as one JSON object (snake_case keys).`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: storeRunE(&sf, func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			d, err := openDataset(ctx, e, args[0])
 			if err != nil {
@@ -46,8 +47,9 @@ is missing or has another size than the index says; --no-stat skips that.
 				return writeInspectJSON(e.stdout, args[0], idx, stats, listShards)
 			}
 			return writeInspect(e.stdout, args[0], idx, stats, listShards)
-		},
+		}),
 	}
+	addStoreFlags(cmd, &sf)
 	cmd.Flags().BoolVar(&listShards, "shards", false, "also list every shard")
 	cmd.Flags().BoolVar(&noStat, "no-stat", false, "read index.json only; do not look up the shard files")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the description as JSON")

@@ -5,15 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicedata/sluice/internal/stores"
 	"github.com/sluicedata/sluice/storage"
-	"github.com/sluicedata/sluice/storage/retry"
 )
 
 // maxLsIndexSize bounds the index.json ls and cp read from stores that
@@ -22,6 +19,7 @@ const maxLsIndexSize = 256 << 20
 
 func newLsCommand(e *env) *cobra.Command {
 	var long, exact, asJSON bool
+	var sf storeFlags
 	cmd := &cobra.Command{
 		Use:   "ls URL",
 		Short: "List objects under a URL",
@@ -36,10 +34,11 @@ to standard error. --json prints one JSON object per object instead:
 		Example: `  sluice ls s3://my-bucket/datasets/c4/
   sluice ls -l ./out/train`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: storeRunE(&sf, func(cmd *cobra.Command, args []string) error {
 			return runLs(cmd.Context(), e, args[0], long, exact, asJSON)
-		},
+		}),
 	}
+	addStoreFlags(cmd, &sf)
 	cmd.Flags().BoolVarP(&long, "long", "l", false, "show size and modification time")
 	cmd.Flags().BoolVar(&exact, "bytes", false, "with -l, show sizes in bytes rather than KiB/MiB/GiB")
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print one JSON object per line: {"key", "size", "mod_time"}`)
@@ -105,33 +104,18 @@ func runLs(ctx context.Context, e *env, rawURL string, long, exact, asJSON bool)
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("ls %s: %w", rawURL, err)
+		return fmt.Errorf("ls %s: %w", storage.RedactURL(rawURL), err)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if n == 0 {
-		return fmt.Errorf("ls %s: no objects there", rawURL)
+		return fmt.Errorf("ls %s: no objects there", storage.RedactURL(rawURL))
 	}
 	if long && !asJSON {
 		fmt.Fprintf(e.stderr, "%d objects, %s\n", n, humanBytes(total))
 	}
 	return nil
-}
-
-// openStore opens rawURL with the standard decorators (request limit and
-// retries), reporting each retry on standard error so that a slow or
-// failing store is visible while it is retried.
-func openStore(ctx context.Context, e *env, rawURL string) (storage.Bucket, error) {
-	var mu sync.Mutex
-	return stores.Open(ctx, e.registry, rawURL, &stores.Options{Retry: &retry.Options{
-		OnRetry: func(ev retry.Event) {
-			mu.Lock()
-			defer mu.Unlock()
-			fmt.Fprintf(e.stderr, "retrying %s %s in %s after attempt %d failed: %v\n",
-				ev.Op, ev.URL, ev.Delay.Round(time.Millisecond), ev.Attempt, ev.Err)
-		},
-	}})
 }
 
 // ignoreClosed drops the error of closing a Bucket twice.

@@ -48,6 +48,7 @@ type planFlags struct {
 	rank                 int
 	step                 int
 	maxSteps             int
+	store                storeFlags
 }
 
 // maxIndexSize bounds the index.json the plan command reads.
@@ -72,10 +73,11 @@ one batch (step S counts the batches this plan yields on rank R, from
 --sample-in-epoch on). --state FILE resumes from a saved state dict, Sluice's
 or MosaicML's.`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: storeRunE(&f.store, func(cmd *cobra.Command, args []string) error {
 			return runPlan(cmd.Context(), e, cmd, &f, args)
-		},
+		}),
 	}
+	addStoreFlags(cmd, &f.store)
 	fl := cmd.Flags()
 	fl.BoolVar(&f.shuffle, "shuffle", false, "shuffle the samples")
 	fl.StringVar(&f.shuffleAlgo, "shuffle-algo", plan.AlgoPy1e, shuffleAlgoHelp)
@@ -297,7 +299,7 @@ func readShardSizes(ctx context.Context, e *env, src string) ([]int64, error) {
 		return nil, fmt.Errorf("plan: %w", terr)
 	} else if td != nil {
 		// WebDataset tars: the index beside them, or one built from them.
-		b, err := e.registry.Open(ctx, td.Root)
+		b, err := openStore(ctx, e, td.Root)
 		if err != nil {
 			return nil, fmt.Errorf("plan: %w", err)
 		}
@@ -318,7 +320,7 @@ func readShardSizes(ctx context.Context, e *env, src string) ([]int64, error) {
 		data, err = readFileLimited(name, maxIndexSize)
 	} else {
 		var b storage.Bucket
-		b, err = e.registry.Open(ctx, src)
+		b, err = openStore(ctx, e, src)
 		if err == nil {
 			name = b.URL("index.json")
 			data, err = storage.ReadAll(ctx, b, "index.json", maxIndexSize)

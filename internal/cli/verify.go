@@ -22,6 +22,7 @@ type verifyReport struct {
 
 func newVerifyCommand(e *env) *cobra.Command {
 	var asJSON bool
+	var sf storeFlags
 	cmd := &cobra.Command{
 		Use:   "verify DATASET",
 		Short: "Check a dataset's index, files, hashes and samples",
@@ -39,7 +40,7 @@ printed on stderr with file, shard, sample and problem), 1 when the check
 could not run. --json prints {"dataset", "sound", "shards", "samples",
 "files", "bytes", "problems": [...]} on stdout instead (same exit status).`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: storeRunE(&sf, func(cmd *cobra.Command, args []string) error {
 			d, err := openDataset(cmd.Context(), e, args[0])
 			if err != nil {
 				return fmt.Errorf("verify: %w", err)
@@ -68,8 +69,9 @@ could not run. --json prints {"dataset", "sound", "shards", "samples",
 				return &ExitError{Code: verifyUnsoundCode, Err: fmt.Errorf("verify: %s: %d problems", args[0], st.Problems)}
 			}
 			return nil
-		},
+		}),
 	}
+	addStoreFlags(cmd, &sf)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
 }
