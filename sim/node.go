@@ -33,6 +33,7 @@ type node struct {
 	pidx    []int32 // index in presentList, -1 if absent
 
 	presentList []int
+	nextUse     []int64 // per shard, its next use at or after pos (cached)
 
 	usage, peak int64
 	// gen counts changes that can make room (completions, evictions,
@@ -147,9 +148,18 @@ func prefetchBudget(c *Config, consumers int) int {
 	return max(slots/consumers, 0) * consumers
 }
 
+// unknownUse marks a next use not computed yet this epoch.
+const unknownUse = -2
+
 // beginEpoch installs the epoch's schedule.
 func (nd *node) beginEpoch(sc *plan.Schedule, firstPos []int64) {
 	nd.sc = sc
+	if nd.nextUse == nil {
+		nd.nextUse = make([]int64, len(nd.state))
+	}
+	for i := range nd.nextUse {
+		nd.nextUse[i] = unknownUse
+	}
 	nd.runs = sc.Runs()
 	nd.nextRun, nd.retry, nd.ahead, nd.pos, nd.out, nd.stepRun = 0, false, nd.ahead[:0], 0, false, 0
 	nd.firstPos = firstPos
@@ -201,7 +211,13 @@ func (nd *node) fetch(shard int, t float64, demand bool) {
 // distance is the cache's view of a shard's next use: planned within the
 // consumers' look-ahead horizon, or not planned.
 func (nd *node) distance(shard int) (int64, bool) {
-	u := nd.sc.NextUse(shard, nd.pos)
+	// The first use at or after an earlier position is still the first
+	// use at or after this one while it is not behind it (uses ascend).
+	u := nd.nextUse[shard]
+	if u == unknownUse || (u >= 0 && u < nd.pos) {
+		u = nd.sc.NextUse(shard, nd.pos)
+		nd.nextUse[shard] = u
+	}
 	if u < 0 || u-nd.pos > nd.horizon {
 		return 0, false
 	}

@@ -205,3 +205,19 @@ func TestMinCacheLimit(t *testing.T) {
 	}
 	t.Logf("min limit %d (unlimited peak %d) in %d runs", res.Limit, res.Unlimited.PeakCacheBytes, res.Runs)
 }
+
+// BenchmarkSeedScaleTightNode0 is node 0 of the seed's run with a 10 GB
+// cache: about a third of its shards fit, so it evicts and downloads again
+// (~106k evictions), the eviction path's worst case.
+func BenchmarkSeedScaleTightNode0(b *testing.B) {
+	c := seedScale()
+	c.CacheLimit = 10 << 30
+	c.Nodes = []int{0}
+	for b.Loop() {
+		r, err := Run(context.Background(), c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(r.Nodes[0].Evictions), "evictions")
+	}
+}
