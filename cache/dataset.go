@@ -493,6 +493,12 @@ func (d *Dataset) Acquire(ctx context.Context, shard int) (*Lease, error) {
 // a partial file, and a crash before the rename still leaves only
 // temporary files, which a restart discards.
 func (d *Dataset) AcquireEarly(ctx context.Context, shard int) (*Lease, error) {
+	return d.acquireEarly(ctx, shard, nil)
+}
+
+// acquireEarly is AcquireEarly; a fetch it starts downloads through via
+// (nil: the Source's Bucket).
+func (d *Dataset) acquireEarly(ctx context.Context, shard int, via storage.Bucket) (*Lease, error) {
 	if shard < 0 || shard >= len(d.st) {
 		return nil, fmt.Errorf("cache %s: shard %d out of range [0, %d)", d.dir, shard, len(d.st))
 	}
@@ -552,7 +558,7 @@ func (d *Dataset) AcquireEarly(ctx context.Context, shard int) (*Lease, error) {
 			return nil, fmt.Errorf("cache: %s was evicted %d times before it could be leased; the cache limit is too low for this access pattern", d.where(d.src.Shards[shard].Files[0].Raw), attempt)
 		}
 		missed = true
-		fl = d.start(shard, 0, true)
+		fl = d.start(shard, 0, true, via)
 		if l, err := d.await(ctx, shard, fl); l != nil || err != nil {
 			return l, err
 		}
@@ -796,13 +802,19 @@ func (d *Dataset) count(missed bool) {
 // The returned channel is closed when the fetch ends; the error, if any,
 // is then available from the returned func.
 func (d *Dataset) Prefetch(shard int, distance int64) (done <-chan struct{}, err func() error) {
+	return d.prefetch(shard, distance, nil)
+}
+
+// prefetch is Prefetch; the fetch downloads through via (nil: the
+// Source's Bucket).
+func (d *Dataset) prefetch(shard int, distance int64, via storage.Bucket) (done <-chan struct{}, err func() error) {
 	if shard < 0 || shard >= len(d.st) {
 		ch := make(chan struct{})
 		close(ch)
 		e := fmt.Errorf("cache %s: shard %d out of range [0, %d)", d.dir, shard, len(d.st))
 		return ch, func() error { return e }
 	}
-	fl := d.start(shard, max(distance, 1), false)
+	fl := d.start(shard, max(distance, 1), false, via)
 	return fl.done, func() error { return fl.err }
 }
 
@@ -818,8 +830,9 @@ func (d *Dataset) Present(shard int) bool {
 	return true
 }
 
-// start joins the shard's in-process flight or starts one.
-func (d *Dataset) start(shard int, distance int64, demand bool) *flight {
+// start joins the shard's in-process flight or starts one, downloading
+// through via (nil: the Source's Bucket).
+func (d *Dataset) start(shard int, distance int64, demand bool, via storage.Bucket) *flight {
 	c := d.c
 	c.mu.Lock()
 	st := &d.st[shard]
@@ -840,7 +853,11 @@ func (d *Dataset) start(shard int, distance int64, demand bool) *flight {
 	c.mu.Unlock()
 	go func() {
 		defer c.wg.Done()
-		err := d.fetch(c.bg, shard, distance, demand, fl, func(paths []string) {
+		ctx := c.bg
+		if via != nil {
+			ctx = context.WithValue(ctx, viaKey{}, via)
+		}
+		err := d.fetch(ctx, shard, distance, demand, fl, func(paths []string) {
 			c.mu.Lock()
 			fl.paths = paths
 			close(fl.ready)

@@ -424,6 +424,9 @@ func final(err error) bool {
 // getInto writes the whole object rel into p.f, checking its size.
 func (d *Dataset) getInto(ctx context.Context, rel string, p *part) error {
 	b := d.src.Bucket
+	if v, ok := ctx.Value(viaKey{}).(storage.Bucket); ok {
+		b = v
+	}
 	if p.size < parallelThreshold {
 		return getRange(ctx, b, rel, p.f, 0, p.size, true)
 	}

@@ -536,7 +536,8 @@ func (it *Iterator) prefetch(ctx context.Context) {
 			}
 			last = shard
 			ref := it.d.shards[shard]
-			cds := it.d.streams[ref.stream].cds
+			st := it.d.streams[ref.stream]
+			cds := st.cds
 			if cds == nil || cds.Present(ref.local) {
 				continue
 			}
@@ -545,7 +546,7 @@ func (it *Iterator) prefetch(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			}
-			done, errf := cds.Prefetch(ref.local, at-pos)
+			done, errf := cds.Via(st.bucket).Prefetch(ref.local, at-pos)
 			ahead = append(ahead, at)
 			it.noteAhead(1)
 			wg.Add(1)

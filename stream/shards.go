@@ -122,9 +122,13 @@ func (d *Dataset) open(ctx context.Context, shard int, early bool) (*openShard, 
 	o := &openShard{shard: shard}
 	hit := true
 	if st.cds != nil {
-		acquire := st.cds.Acquire
+		// Missing shards are downloaded through this dataset's own store
+		// (its job's credentials), not the store that registered the
+		// directory with the node's cache (invariant 8).
+		via := st.cds.Via(st.bucket)
+		acquire := via.Acquire
 		if early {
-			acquire = st.cds.AcquireEarly
+			acquire = via.AcquireEarly
 		}
 		l, err := acquire(ctx, ref.local)
 		if err != nil {

@@ -1,0 +1,59 @@
+package cache
+
+import (
+	"context"
+
+	"github.com/sluicedata/sluice/storage"
+)
+
+// viaKey carries, in a fetch's context, the store it downloads through
+// when that is not the Source's Bucket (see Via).
+type viaKey struct{}
+
+// Via is a view of a Dataset whose fetches download through another store
+// than the Bucket the dataset was registered with: the same files, the
+// same shared state (leases, fetches in flight, eviction), but another
+// job's store and credentials. Several jobs on one node register one
+// directory once; each reads it through its own Via, so a shard missing
+// from the cache is downloaded with the credentials of the job that needs
+// it, never with those of the job that registered the directory.
+//
+// A caller that joins a fetch another Via started waits for that fetch
+// rather than downloading the shard again: a Via chooses the store of the
+// downloads it starts, it does not authorise reads (the caller does that,
+// by reading the dataset's index through its own store).
+type Via struct {
+	d *Dataset
+	b storage.Bucket
+}
+
+// Via returns a view of d whose fetches download through b; a nil b means
+// the Source's Bucket.
+func (d *Dataset) Via(b storage.Bucket) Via { return Via{d: d, b: b} }
+
+// Dataset returns the dataset the view reads.
+func (v Via) Dataset() *Dataset { return v.d }
+
+// Acquire is Dataset.Acquire, downloading through the view's store.
+func (v Via) Acquire(ctx context.Context, shard int) (*Lease, error) {
+	l, err := v.d.acquireEarly(ctx, shard, v.b)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.Committed(ctx); err != nil {
+		l.Release()
+		return nil, err
+	}
+	return l, nil
+}
+
+// AcquireEarly is Dataset.AcquireEarly, downloading through the view's
+// store.
+func (v Via) AcquireEarly(ctx context.Context, shard int) (*Lease, error) {
+	return v.d.acquireEarly(ctx, shard, v.b)
+}
+
+// Prefetch is Dataset.Prefetch, downloading through the view's store.
+func (v Via) Prefetch(shard int, distance int64) (done <-chan struct{}, err func() error) {
+	return v.d.prefetch(shard, distance, v.b)
+}
