@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicedata/sluice/cache"
 	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/internal/dirsnap"
 	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/storage/memstore"
 )
@@ -106,24 +107,12 @@ func makeSource(t testing.TB, n, size int, gz bool) (*cache.Source, *countingBuc
 	return src, cb, datas
 }
 
-// dirBytes sums file sizes under dir, excluding the cache's metadata.
+// dirBytes returns the bytes of the files under dir, excluding the cache's
+// metadata, that existed together at one instant (a plain walk could count
+// a shard evicted after its stat and the file fetched in its place in a
+// directory walked later: see dirsnap).
 func dirBytes(t testing.TB, dir string) int64 {
-	var n int64
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if d.IsDir() && d.Name() == ".sluice" {
-			return filepath.SkipDir
-		}
-		if d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
-			}
-		}
-		return nil
-	})
-	return n
+	return dirsnap.Bytes(dir, ".sluice", ".part")
 }
 
 // watchLimit checks the directory size continuously until stop is called
