@@ -61,10 +61,15 @@ type Options struct {
 
 // OptionsFromEnv reads Options from the environment variables listed in
 // the package documentation.
-func OptionsFromEnv() *Options {
+func OptionsFromEnv() *Options { return OptionsFrom(os.Getenv) }
+
+// OptionsFrom reads Options from the variables of the package
+// documentation as getenv returns them (another process's environment:
+// a job's, on a shared agent).
+func OptionsFrom(getenv func(string) string) *Options {
 	first := func(names ...string) string {
 		for _, n := range names {
-			if v := strings.TrimSpace(os.Getenv(n)); v != "" {
+			if v := strings.TrimSpace(getenv(n)); v != "" {
 				return v
 			}
 		}

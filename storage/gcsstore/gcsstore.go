@@ -2,6 +2,7 @@ package gcsstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +39,11 @@ type Options struct {
 	Endpoint string
 	// Anonymous sends unauthenticated requests (public buckets).
 	Anonymous bool
+	// CredentialsFile is a credentials JSON file (service account,
+	// authorized user, external account...) used instead of Application
+	// Default Credentials: GOOGLE_APPLICATION_CREDENTIALS of another
+	// process (a job's, on a shared agent).
+	CredentialsFile string
 	// UserProject bills requests to this project (requester-pays buckets).
 	UserProject string
 	// HTTPClient, when non-nil, replaces the library's authenticated HTTP
@@ -125,6 +131,14 @@ func New(ctx context.Context, bucket, prefix string, opts *Options) (*Bucket, er
 	creds := "Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud application-default login, or the metadata server)"
 	if f := os.Getenv("GOOGLE_APPLICATION_CREDENTIALS"); f != "" {
 		creds = "Application Default Credentials from GOOGLE_APPLICATION_CREDENTIALS=" + f
+	}
+	if f := opts.CredentialsFile; f != "" {
+		typ, err := credentialsType(f)
+		if err != nil {
+			return nil, fmt.Errorf("gcsstore: credentials for gs://%s: %w", bucket, err)
+		}
+		copts = append(copts, option.WithAuthCredentialsFile(typ, f))
+		creds = "credentials file " + f
 	}
 	endpoint := opts.Endpoint
 	if endpoint != "" {
@@ -414,4 +428,22 @@ func (b *Bucket) endpointName() string {
 		return b.endpoint
 	}
 	return "Google Cloud Storage"
+}
+
+// credentialsType reads the "type" of a credentials JSON file.
+func credentialsType(name string) (option.CredentialsType, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return "", err
+	}
+	var f struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return "", fmt.Errorf("%s: not a credentials JSON file: %w", name, err)
+	}
+	if f.Type == "" {
+		return "", fmt.Errorf("%s: credentials JSON file without a \"type\"", name)
+	}
+	return option.CredentialsType(f.Type), nil
 }

@@ -57,6 +57,11 @@ type Options struct {
 	// Profile selects a shared-config profile; empty means AWS_PROFILE or
 	// "default".
 	Profile string
+	// SharedConfigFiles and SharedCredentialsFiles replace the shared
+	// config and credentials files the SDK reads (AWS_CONFIG_FILE,
+	// AWS_SHARED_CREDENTIALS_FILE, else ~/.aws/config and
+	// ~/.aws/credentials) when not empty.
+	SharedConfigFiles, SharedCredentialsFiles []string
 	// RequesterPays makes the requester pay for requests and transfer.
 	RequesterPays bool
 	// Anonymous sends unsigned requests (public buckets).
@@ -159,6 +164,12 @@ func New(ctx context.Context, bucket, prefix string, opts *Options) (*Bucket, er
 	var loadOpts []func(*config.LoadOptions) error
 	if opts.Profile != "" {
 		loadOpts = append(loadOpts, config.WithSharedConfigProfile(opts.Profile))
+	}
+	if len(opts.SharedConfigFiles) > 0 {
+		loadOpts = append(loadOpts, config.WithSharedConfigFiles(opts.SharedConfigFiles))
+	}
+	if len(opts.SharedCredentialsFiles) > 0 {
+		loadOpts = append(loadOpts, config.WithSharedCredentialsFiles(opts.SharedCredentialsFiles))
 	}
 	if opts.Region != "" {
 		loadOpts = append(loadOpts, config.WithRegion(opts.Region))
