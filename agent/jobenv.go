@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/sluicedata/sluice/agentapi"
 	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/azstore"
+	"github.com/sluicedata/sluice/storage/gcsstore"
 	"github.com/sluicedata/sluice/storage/s3store"
 	"github.com/sluicedata/sluice/storage/stack"
 )
@@ -26,10 +28,16 @@ import (
 //     keys (see s3Options); jobs with different settings get different
 //     stores, and datasets opened with different settings are different
 //     shared datasets, so one job is never served through another's store.
-//   - gs:// and az:// drivers read their settings from the process
-//     environment only: a job whose GCS or Azure settings differ from the
-//     agent's is refused with a clear error instead of being served with
-//     the agent's credentials.
+//   - gs:// stores are opened with the job's STORAGE_EMULATOR_HOST and
+//     GOOGLE_APPLICATION_CREDENTIALS, az:// stores with the job's
+//     AZURE_STORAGE_* settings (connection string, account, key, SAS,
+//     endpoint); see gcsOptions and azstore.OptionsFrom. Settings that the
+//     cloud libraries read from the agent's own environment whatever the
+//     job says (DefaultAzureCredential's AZURE_CLIENT_*, gcloud's
+//     CLOUDSDK_*, an agent's STORAGE_EMULATOR_HOST the job does not set)
+//     must be the same in the job and the agent: otherwise the job is
+//     refused with a clear error instead of being served with the agent's
+//     credentials.
 
 // jobEnv is the store-related environment of the process that opened a
 // dataset. nil means "not sent" (an older client or a Go consumer): the
@@ -104,35 +112,51 @@ func (p *bucketPool) openWithEnv(ctx context.Context, u *url.URL, e jobEnv) (sto
 			return nil, err
 		}
 		return stack.Wrap(b, stack.OptionsFrom(ctx))
-	case "gs", "az", "azure":
-		for k, v := range e {
-			if storeEnvVar(k) && !strings.HasPrefix(k, "AWS_") && !strings.HasPrefix(k, "S3_") && os.Getenv(k) != v {
-				return nil, &agentapi.Error{Code: agentapi.CodeInvalid, Message: fmt.Sprintf(
-					"agent: open %s: this job sets %s differently from the environment the agent was started with; "+
-						"per-job GCS/Azure settings are not supported by a shared agent: give the job its own SLUICE_AGENT_DIR",
-					storage.RedactURL(u.String()), k)}
-			}
+	case "gs":
+		if err := refuseAgentEnv(u, e, gcsVar, gcsHandled); err != nil {
+			return nil, err
 		}
-		for _, k := range []string{"GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST", "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT"} {
-			if _, ok := e[k]; !ok && os.Getenv(k) != "" {
-				return nil, &agentapi.Error{Code: agentapi.CodeInvalid, Message: fmt.Sprintf(
-					"agent: open %s: the agent was started with %s, which this job does not set; "+
-						"give the job its own SLUICE_AGENT_DIR", storage.RedactURL(u.String()), k)}
-			}
+		o, err := gcsOptions(u, e)
+		if err != nil {
+			return nil, fmt.Errorf("agent: open %s: %w", storage.RedactURL(u.String()), err)
 		}
+		b, err := gcsstore.New(ctx, u.Host, u.Path, o)
+		if err != nil {
+			return nil, err
+		}
+		return stack.Wrap(b, stack.OptionsFrom(ctx))
+	case "az", "azure":
+		if err := refuseAgentEnv(u, e, azVar, azHandled); err != nil {
+			return nil, err
+		}
+		if len(u.Query()) > 0 {
+			return nil, fmt.Errorf("agent: open %s: az:// URLs take no options (the account comes from the environment)", storage.RedactURL(u.String()))
+		}
+		b, err := azstore.New(ctx, u.Host, u.Path, azstore.OptionsFrom(func(k string) string { return e[k] }))
+		if err != nil {
+			return nil, err
+		}
+		return stack.Wrap(b, stack.OptionsFrom(ctx))
 	}
 	return p.base.Open(ctx, u.String())
 }
 
 // s3Options builds the S3 options of a job: URL query options first, then
 // the job's S3_ENDPOINT_URL / AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL,
-// AWS_REGION / AWS_DEFAULT_REGION, AWS_PROFILE and AWS_ACCESS_KEY_ID /
+// AWS_REGION / AWS_DEFAULT_REGION, AWS_PROFILE, AWS_CONFIG_FILE,
+// AWS_SHARED_CREDENTIALS_FILE and AWS_ACCESS_KEY_ID /
 // AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN.
 func s3Options(u *url.URL, e jobEnv) (*s3store.Options, error) {
 	o := &s3store.Options{
 		Endpoint: e.get("S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
 		Region:   e.get("AWS_REGION", "AWS_DEFAULT_REGION"),
 		Profile:  e.get("AWS_PROFILE"),
+	}
+	if f := e.get("AWS_CONFIG_FILE"); f != "" {
+		o.SharedConfigFiles = []string{f}
+	}
+	if f := e.get("AWS_SHARED_CREDENTIALS_FILE"); f != "" {
+		o.SharedCredentialsFiles = []string{f}
 	}
 	if id, secret := e.get("AWS_ACCESS_KEY_ID"), e.get("AWS_SECRET_ACCESS_KEY"); id != "" || secret != "" {
 		if id == "" || secret == "" {
@@ -161,6 +185,104 @@ func s3Options(u *url.URL, e jobEnv) (*s3store.Options, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("option %s=%q: want true or false", k, v)
+		}
+	}
+	return o, nil
+}
+
+func gcsVar(k string) bool {
+	return strings.HasPrefix(k, "GOOGLE_") || strings.HasPrefix(k, "GCS_") ||
+		strings.HasPrefix(k, "CLOUDSDK_") || k == "STORAGE_EMULATOR_HOST"
+}
+
+// gcsHandled reports the GCS settings a job's store takes from the job.
+func gcsHandled(k string) bool {
+	return k == "GOOGLE_APPLICATION_CREDENTIALS" || k == "STORAGE_EMULATOR_HOST"
+}
+
+func azVar(k string) bool { return strings.HasPrefix(k, "AZURE_") }
+
+// azHandled reports the Azure settings a job's store takes from the job
+// (azstore.OptionsFrom).
+func azHandled(k string) bool {
+	switch k {
+	case "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_ACCOUNT", "AZURE_ACCOUNT_NAME",
+		"AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_ACCOUNT_ACCESS_KEY",
+		"AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_BLOB_ENDPOINT":
+		return true
+	}
+	return false
+}
+
+// refuseAgentEnv refuses a job whose store would otherwise see a setting
+// of the agent's own environment that differs from the job's: a variable
+// of the store's family (family) that the job's store does not take from
+// the job (handled), or STORAGE_EMULATOR_HOST / GOOGLE_APPLICATION_
+// CREDENTIALS set for the agent and not for the job (the GCS library
+// reads them from the process environment when the job gives nothing).
+func refuseAgentEnv(u *url.URL, e jobEnv, family, handled func(string) bool) error {
+	agentEnv := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok && family(k) {
+			agentEnv[k] = v
+		}
+	}
+	keys := map[string]bool{}
+	for k := range agentEnv {
+		keys[k] = true
+	}
+	for k := range e {
+		if family(k) {
+			keys[k] = true
+		}
+	}
+	for k := range keys {
+		jv, inJob := e[k]
+		av, inAgent := agentEnv[k]
+		if handled(k) {
+			lent := inAgent && !inJob && av != "" &&
+				(k == "STORAGE_EMULATOR_HOST" || (k == "GOOGLE_APPLICATION_CREDENTIALS" && e.get("STORAGE_EMULATOR_HOST") == ""))
+			if !lent {
+				continue
+			}
+		} else if jv == av {
+			continue
+		}
+		return &agentapi.Error{Code: agentapi.CodeInvalid, Message: fmt.Sprintf(
+			"agent: open %s: the job's %s differs from the environment the shared agent was started with, "+
+				"and the store would read the agent's; set it the same, or give the job its own SLUICE_AGENT_DIR",
+			storage.RedactURL(u.String()), k)}
+	}
+	return nil
+}
+
+// gcsOptions builds the GCS options of a job: the URL's options (endpoint,
+// anonymous, user_project), the job's STORAGE_EMULATOR_HOST as the
+// endpoint when the URL gives none, and its GOOGLE_APPLICATION_CREDENTIALS.
+func gcsOptions(u *url.URL, e jobEnv) (*gcsstore.Options, error) {
+	o := &gcsstore.Options{CredentialsFile: e.get("GOOGLE_APPLICATION_CREDENTIALS")}
+	if h := e.get("STORAGE_EMULATOR_HOST"); h != "" {
+		if !strings.Contains(h, "://") {
+			h = "http://" + h
+		}
+		o.Endpoint = h
+		o.CredentialsFile = "" // an emulator takes no credentials
+	}
+	for k, vs := range u.Query() {
+		v := vs[len(vs)-1]
+		switch k {
+		case "endpoint":
+			o.Endpoint = v
+		case "user_project":
+			o.UserProject = v
+		case "anonymous":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, fmt.Errorf("option anonymous=%q: want true or false", v)
+			}
+			o.Anonymous = b
+		default:
+			return nil, fmt.Errorf("unknown option %q (known: endpoint, anonymous, user_project)", k)
 		}
 	}
 	return o, nil

@@ -1,0 +1,254 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sluicedata/sluice/agentapi"
+	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/azstore"
+	"github.com/sluicedata/sluice/storage/gcsstore"
+	"github.com/sluicedata/sluice/storage/s3store"
+)
+
+// serveAgent runs an agent over reg, started with the test's environment
+// (no store settings of the jobs), and returns a dialer.
+func serveAgent(t *testing.T, reg *storage.Registry) func() *agentapi.Client {
+	t.Helper()
+	a, err := New(&Options{Registry: reg, IdleTimeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adir := t.TempDir()
+	lock, err := AcquireLock(filepath.Join(adir, "agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := lock.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(sctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		lock.Release()
+	})
+	return func() *agentapi.Client {
+		c, err := agentapi.Dial(context.Background(), SocketPath(filepath.Join(adir, "agent")), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+}
+
+// uploadDataset writes n samples and uploads them to b; removed at the end.
+func uploadDataset(t *testing.T, b storage.Bucket, n int) {
+	t.Helper()
+	ctx := context.Background()
+	src := t.TempDir()
+	writeDataset(t, src, n, 1<<10)
+	ents, _ := os.ReadDir(src)
+	for _, e := range ents {
+		if err := storage.UploadFile(ctx, b, e.Name(), filepath.Join(src, e.Name()), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, e := range ents {
+			b.Delete(context.Background(), e.Name())
+		}
+	})
+}
+
+// readAll opens remote as a job with env and reads every sample, or
+// returns the error of the open.
+func readAll(t *testing.T, dial func() *agentapi.Client, remote string, env map[string]string, n int) error {
+	t.Helper()
+	ctx := context.Background()
+	c := dial()
+	world := agentapi.World{WorldSize: 1, LocalWorldSize: 1}
+	ds := agentapi.Dataset{Remote: remote, Local: filepath.Join(t.TempDir(), "cache"), BatchSize: 4}
+	op, err := c.Open(ctx, agentapi.Open{Dataset: ds, Job: "j", World: world, Env: env})
+	if err != nil {
+		return err
+	}
+	b, err := c.Begin(ctx, agentapi.Begin{Handle: op.Handle, World: world})
+	if err != nil {
+		return err
+	}
+	ids := drain(t, c, b.Iter, 0)
+	slices.Sort(ids)
+	if len(ids) != n || ids[0] != 0 || ids[n-1] != int64(n-1) {
+		t.Fatalf("%s: %d samples, want %d distinct", remote, len(ids), n)
+	}
+	return nil
+}
+
+// jobEnvWith is what a job on this node sends (the store variables of its
+// environment, here the test's), with set added.
+func jobEnvWith(set map[string]string) map[string]string {
+	e := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok && storeEnvVar(k) {
+			e[k] = v
+		}
+	}
+	for k, v := range set {
+		e[k] = v
+	}
+	return e
+}
+
+func randPrefix(name string) string {
+	var rb [6]byte
+	rand.Read(rb[:])
+	return "test/" + name + "-" + hex.EncodeToString(rb[:])
+}
+
+func needService(t *testing.T, vars ...string) {
+	for _, v := range vars {
+		if os.Getenv(v) == "" {
+			if os.Getenv("SLUICE_REQUIRE_SERVICES") == "1" {
+				t.Fatalf("%s is not set under CI", v)
+			}
+			t.Skipf("%s not set; run under .ci/with-services.sh", v)
+		}
+	}
+}
+
+// TestJobGCSSettings: an agent started without any GCS settings serves a
+// job that names the fake-gcs-server with its own STORAGE_EMULATOR_HOST,
+// and applies a job's GOOGLE_APPLICATION_CREDENTIALS (a missing file is
+// reported, not replaced by the agent's credentials).
+func TestJobGCSSettings(t *testing.T) {
+	needService(t, "SLUICE_TEST_GCS_ENDPOINT", "SLUICE_TEST_GCS_BUCKET")
+	endpoint, bucket := os.Getenv("SLUICE_TEST_GCS_ENDPOINT"), os.Getenv("SLUICE_TEST_GCS_BUCKET")
+	t.Setenv("STORAGE_EMULATOR_HOST", "")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "")
+	os.Unsetenv("STORAGE_EMULATOR_HOST")
+	os.Unsetenv("GOOGLE_APPLICATION_CREDENTIALS")
+	prefix := randPrefix("agent-jobenv-gcs")
+	b, err := gcsstore.New(context.Background(), bucket, prefix, &gcsstore.Options{Endpoint: endpoint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const n = 120
+	uploadDataset(t, b, n)
+	reg := &storage.Registry{}
+	reg.Register("gs", gcsstore.Open)
+	dial := serveAgent(t, reg)
+	remote := "gs://" + bucket + "/" + prefix
+	host := strings.TrimPrefix(endpoint, "http://")
+	if err := readAll(t, dial, remote, jobEnvWith(map[string]string{"STORAGE_EMULATOR_HOST": host}), n); err != nil {
+		t.Fatalf("job with STORAGE_EMULATOR_HOST=%s: %v", host, err)
+	}
+	missing := filepath.Join(t.TempDir(), "no-such-credentials.json")
+	err = readAll(t, dial, remote, jobEnvWith(map[string]string{"GOOGLE_APPLICATION_CREDENTIALS": missing}), n)
+	if err == nil || !strings.Contains(err.Error(), "no-such-credentials.json") {
+		t.Fatalf("job with GOOGLE_APPLICATION_CREDENTIALS=%s: %v, want an error naming the file", missing, err)
+	}
+}
+
+// TestJobAzureSettings: an agent started without any Azure settings
+// serves a job with its own AZURE_STORAGE_CONNECTION_STRING (Azurite), and
+// a job with the same account but a wrong key is refused.
+func TestJobAzureSettings(t *testing.T) {
+	needService(t, "SLUICE_TEST_AZURE_CONNSTR", "SLUICE_TEST_AZURE_CONTAINER")
+	connstr, cont := os.Getenv("SLUICE_TEST_AZURE_CONNSTR"), os.Getenv("SLUICE_TEST_AZURE_CONTAINER")
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "AZURE_") {
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+	}
+	prefix := randPrefix("agent-jobenv-az")
+	b, err := azstore.New(context.Background(), cont, prefix, &azstore.Options{ConnectionString: connstr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const n = 120
+	uploadDataset(t, b, n)
+	reg := &storage.Registry{}
+	reg.Register("az", azstore.Open)
+	dial := serveAgent(t, reg)
+	remote := "az://" + cont + "/" + prefix
+	if err := readAll(t, dial, remote, jobEnvWith(map[string]string{"AZURE_STORAGE_CONNECTION_STRING": connstr}), n); err != nil {
+		t.Fatalf("job with its connection string: %v", err)
+	}
+	var parts []string
+	for _, p := range strings.Split(connstr, ";") {
+		if strings.HasPrefix(p, "AccountKey=") {
+			p = "AccountKey=" + "d3Jvbmcta2V5LW5vdC10aGUtYWNjb3VudHMta2V5LXdyb25nLWtleQ=="
+		}
+		parts = append(parts, p)
+	}
+	if err := readAll(t, dial, remote, jobEnvWith(map[string]string{"AZURE_STORAGE_CONNECTION_STRING": strings.Join(parts, ";")}), n); err == nil {
+		t.Fatal("a job with a wrong account key was served")
+	}
+}
+
+// TestJobAWSSharedFiles: a job's AWS_SHARED_CREDENTIALS_FILE,
+// AWS_CONFIG_FILE and AWS_PROFILE (and no key variables) reach its S3
+// store; a profile the job's files lack is an error.
+func TestJobAWSSharedFiles(t *testing.T) {
+	needService(t, "SLUICE_TEST_S3_ENDPOINT", "SLUICE_TEST_S3_BUCKET")
+	endpoint, bucket := os.Getenv("SLUICE_TEST_S3_ENDPOINT"), os.Getenv("SLUICE_TEST_S3_BUCKET")
+	region := os.Getenv("SLUICE_TEST_S3_REGION")
+	if region == "" {
+		region = "us-east-1"
+	}
+	key, secret := os.Getenv("SLUICE_TEST_S3_ACCESS_KEY"), os.Getenv("SLUICE_TEST_S3_SECRET_KEY")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_ACCESS_KEY_ID", key)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
+	prefix := randPrefix("agent-jobenv-awsfiles")
+	b, err := s3store.New(context.Background(), bucket, prefix, &s3store.Options{Endpoint: endpoint, Region: region})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const n = 80
+	uploadDataset(t, b, n)
+	// The agent itself has no keys.
+	os.Unsetenv("AWS_ACCESS_KEY_ID")
+	os.Unsetenv("AWS_SECRET_ACCESS_KEY")
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "credentials")
+	conf := filepath.Join(dir, "config")
+	if err := os.WriteFile(creds, []byte(fmt.Sprintf("[trainer]\naws_access_key_id = %s\naws_secret_access_key = %s\n", key, secret)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte("[profile trainer]\nregion = "+region+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg := &storage.Registry{}
+	reg.Register("s3", s3store.Open)
+	dial := serveAgent(t, reg)
+	remote := "s3://" + bucket + "/" + prefix + "?" + url.Values{"endpoint": {endpoint}}.Encode()
+	env := jobEnvWith(map[string]string{"AWS_SHARED_CREDENTIALS_FILE": creds, "AWS_CONFIG_FILE": conf,
+		"AWS_PROFILE": "trainer", "AWS_EC2_METADATA_DISABLED": "true"})
+	if err := readAll(t, dial, remote, env, n); err != nil {
+		t.Fatalf("job with its shared credentials file and profile: %v", err)
+	}
+	env["AWS_PROFILE"] = "absent"
+	if err := readAll(t, dial, remote, env, n); err == nil {
+		t.Fatal("a job whose profile is not in its files was served")
+	}
+}
