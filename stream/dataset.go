@@ -394,7 +394,17 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (*
 		if err != nil {
 			return nil, 0, fmt.Errorf("stream: %w", err)
 		}
-		stampIndex(ctx, st.bucket, local)
+		n := int64(len(b))
+		if st.tar != nil {
+			n = -1 // a selection of the store's index, or one built
+		}
+		if info, ok := statIndex(ctx, st.bucket, n); ok {
+			stampIndex(local, info)
+			if info.ETag != "" && st.tar == nil {
+				// Best effort, as the mtime: without it the size and time decide.
+				_ = d.cache.WriteFile(ctx, filepath.ToSlash(filepath.Join(rel, format.IndexFile+indexETagSuffix)), []byte(info.ETag))
+			}
+		}
 	} else if err != nil {
 		return nil, 0, fmt.Errorf("stream: %w", err)
 	} else if st.tar != nil {

@@ -111,9 +111,16 @@ func openStore(ctx context.Context, o *Options, root string, timeout time.Durati
 	return b, nil
 }
 
+// indexETagSuffix names the file beside a cached index.json that holds the
+// store's ETag of it when it was cached (stores that give one: S3, GCS,
+// Azure, most HTTP servers).
+const indexETagSuffix = ".etag"
+
 // checkIndexFresh compares the cached index.json at local with the
-// store's (one Stat, once per open): a different size, or a store copy
-// modified after the cached one, means the remote dataset was replaced.
+// store's (one Stat, once per open): a different size, a different ETag
+// than the one recorded when it was cached (when the store gives one), or
+// a store copy modified after the cached one, means the remote dataset
+// was replaced.
 func checkIndexFresh(ctx context.Context, b storage.Bucket, local string) error {
 	fi, err := os.Stat(local)
 	if err != nil {
@@ -132,6 +139,13 @@ func checkIndexFresh(ctx context.Context, b storage.Bucket, local string) error 
 		return fmt.Errorf("stream: %s: %w: %d bytes in the store, %d in the cached copy %s (remove the cache directory, or use another, to stream the new dataset)",
 			b.URL(format.IndexFile), ErrIndexChanged, info.Size, fi.Size(), local)
 	}
+	// The ETag recorded when the copy was cached; none for a copy cached
+	// by an older Sluice or from a store without ETags (size and time
+	// decide then).
+	if tag, err := os.ReadFile(local + indexETagSuffix); err == nil && len(tag) > 0 && info.ETag != "" && string(tag) != info.ETag {
+		return fmt.Errorf("stream: %s: %w: ETag %s in the store, %s when the cached copy %s was downloaded (remove the cache directory, or use another, to stream the new dataset)",
+			b.URL(format.IndexFile), ErrIndexChanged, info.ETag, tag, local)
+	}
 	// The cached copy's mtime is set to the store's ModTime when it is
 	// downloaded; an older cache holds the download time, later still.
 	if !info.ModTime.IsZero() && info.ModTime.After(fi.ModTime().Add(time.Second)) {
@@ -141,11 +155,21 @@ func checkIndexFresh(ctx context.Context, b storage.Bucket, local string) error 
 	return nil
 }
 
+// statIndex looks up the store's index.json after n bytes of it were
+// downloaded (n < 0: a selection of it, of no comparable size), for what
+// is recorded of it (ModTime, ETag). ok is false when the store cannot
+// tell, or when it now holds another size (replaced during the download:
+// recording the new object's tags against the old bytes would hide the
+// change from the next open).
+func statIndex(ctx context.Context, b storage.Bucket, n int64) (info storage.ObjectInfo, ok bool) {
+	info, err := b.Stat(ctx, format.IndexFile)
+	return info, err == nil && (n < 0 || info.Size == n)
+}
+
 // stampIndex sets the cached index's mtime to the store's ModTime (see
 // checkIndexFresh). Failing to is harmless: the download time is later.
-func stampIndex(ctx context.Context, b storage.Bucket, local string) {
-	info, err := b.Stat(ctx, format.IndexFile)
-	if err == nil && !info.ModTime.IsZero() {
+func stampIndex(local string, info storage.ObjectInfo) {
+	if !info.ModTime.IsZero() {
 		_ = os.Chtimes(local, info.ModTime, info.ModTime)
 	}
 }
