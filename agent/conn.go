@@ -356,7 +356,7 @@ func (c *conn) begin(ctx context.Context, req agentapi.Begin) (agentapi.Begun, e
 	id := c.nextID
 	c.iters[id] = it
 	c.mu.Unlock()
-	return agentapi.Begun{
+	out := agentapi.Begun{
 		Op:                   agentapi.OpBegin,
 		Iter:                 id,
 		Epoch:                spec.Epoch,
@@ -364,7 +364,15 @@ func (c *conn) begin(ctx context.Context, req agentapi.Begin) (agentapi.Begun, e
 		NumCanonicalNodes:    spec.NumCanonicalNodes,
 		ShuffleSeed:          seedOf(spec),
 		InitialPhysicalNodes: int64(spec.InitialPhysicalNodes),
-	}, nil
+	}
+	// The check is global: one warning per job, from the leader worker.
+	if req.World.Rank == 0 && req.World.Worker == 0 {
+		if err := ep.Plan().ResumeCheck(); err != nil {
+			c.a.log.Warn("inexact resume", "job", h.job.key, "err", err)
+			out.Warnings = append(out.Warnings, err.Error()+" (MosaicML Streaming plays the same order and does not say so; see docs/migrating-from-mosaicml.md)")
+		}
+	}
+	return out, nil
 }
 
 func seedOf(spec plan.EpochSpec) int64 {

@@ -228,6 +228,10 @@ type Begun struct {
 	NumCanonicalNodes    int   `json:"num_canonical_nodes"`
 	ShuffleSeed          int64 `json:"shuffle_seed"`
 	InitialPhysicalNodes int64 `json:"initial_physical_nodes"`
+	// Warnings are for the user (the Python client raises each as a
+	// UserWarning), sent to rank 0's worker 0 only: a resume that is not
+	// exactly-once (plan.Epoch.ResumeCheck).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Next asks for the next samples of an iteration.
