@@ -96,6 +96,21 @@ class Stream:
         return {k: v for k, v in out.items() if v is not None}
 
 
+def _check_stream_class(st):
+    """Refuse a Stream subclass that overrides behaviour: the agent reads
+    the stream, so its methods would silently never run."""
+    if not isinstance(st, Stream):
+        raise TypeError("streams must hold sluice.Stream objects, got %s" % type(st).__name__)
+    overridden = sorted({name for klass in type(st).__mro__ if klass not in (Stream, object)
+                         for name, v in vars(klass).items()
+                         if callable(v) and name != "__init__" and not (name.startswith("__") and name.endswith("__"))})
+    if overridden:
+        raise NotImplementedError(
+            "custom Stream subclasses are not supported: %s overrides %s, which Sluice would never call "
+            "(the agent reads the stream); use sluice.Stream and transform samples in a StreamingDataset "
+            "subclass's __getitem__" % (type(st).__name__, ", ".join(overridden)))
+
+
 class StreamingDataset(_Base):
     """A MosaicML-compatible streaming dataset served by the Sluice agent.
 
@@ -153,6 +168,8 @@ class StreamingDataset(_Base):
             raise ValueError("streams is empty")
         if stream_name != "stream" or stream_config:
             raise ValueError("only the default Stream class is supported (stream_name=%r)" % stream_name)
+        for st in streams or ():
+            _check_stream_class(st)
         if shuffle_seed < 0:
             raise ValueError("shuffle_seed must be >= 0, got %r" % shuffle_seed)
         if download_timeout is not None and download_timeout <= 0:
@@ -422,7 +439,12 @@ class StreamingDataset(_Base):
                 raise errors.ProtocolError("the dataset changed while it was in use (shard sizes differ)")
             begin = {"op": "begin", "handle": opened["handle"], "world": world}
             begin.update(extra)
-            return conn, conn.call(begin, "begin")
+            begun = conn.call(begin, "begin")
+            for w in begun.get("warnings") or ():
+                # A resume that is not exactly-once (the agent's plan says
+                # why; MosaicML plays the same order silently).
+                warnings.warn(w, UserWarning, stacklevel=3)
+            return conn, begun
         except BaseException:
             conn.close()
             raise
