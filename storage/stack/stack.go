@@ -37,6 +37,34 @@ type Options struct {
 	Retry *retry.Options
 }
 
+// Key returns a string that two Options share exactly when they set the
+// same bound on requests in flight and the same retry policy figures
+// (attempts, backoffs, Retry-After cap, attempt and stall timeouts), for
+// callers that keep decorated stores open and must not hand a store
+// decorated under one policy to a caller asking for another (the agent's
+// store pool). The function hooks (Sleep, Jitter, Retryable, OnRetry)
+// count only by whether they are set: functions cannot be compared. A nil
+// *Options has the key of the defaults given explicitly as zero values.
+func (o *Options) Key() string {
+	var v Options
+	if o != nil {
+		v = *o
+	}
+	var r retry.Options
+	if v.Retry != nil {
+		r = *v.Retry
+	}
+	set := func(ok bool) int {
+		if ok {
+			return 1
+		}
+		return 0
+	}
+	return fmt.Sprintf("inflight=%d attempts=%d backoff=%d,%d,%d retryafter=%d attempt=%d stall=%d hooks=%d%d%d%d",
+		v.MaxInFlight, r.MaxAttempts, r.InitialBackoff, r.MaxBackoff, r.ThrottleBackoff, r.MaxRetryAfter,
+		r.AttemptTimeout, r.StallTimeout, set(r.Sleep != nil), set(r.Jitter != nil), set(r.Retryable != nil), set(r.OnRetry != nil))
+}
+
 // Wrap returns b inside the standard decorators. A Bucket that Wrap
 // already decorated is returned as it is. On error b is closed.
 func Wrap(b storage.Bucket, opts *Options) (storage.Bucket, error) {

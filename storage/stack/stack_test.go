@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/storage/limit"
@@ -56,5 +57,37 @@ func TestOpenerCarriesOptions(t *testing.T) {
 	}
 	if _, ok := rb.Unwrap().(*memstore.Bucket); !ok {
 		t.Errorf("MaxInFlight -1 from the context: under retry %T, want the driver", rb.Unwrap())
+	}
+}
+
+// TestOptionsKey: Options that decorate alike share a key; any figure of
+// the policy, or a hook being set, changes it.
+func TestOptionsKey(t *testing.T) {
+	base := func() *stack.Options {
+		return &stack.Options{MaxInFlight: 8, Retry: &retry.Options{MaxAttempts: 3, AttemptTimeout: time.Second}}
+	}
+	if base().Key() != base().Key() {
+		t.Error("equal Options have different keys")
+	}
+	if (*stack.Options)(nil).Key() != (&stack.Options{}).Key() {
+		t.Error("nil Options and zero Options have different keys")
+	}
+	for name, change := range map[string]func(o *stack.Options){
+		"inflight": func(o *stack.Options) { o.MaxInFlight = 9 },
+		"attempts": func(o *stack.Options) { o.Retry.MaxAttempts = 4 },
+		"backoff":  func(o *stack.Options) { o.Retry.InitialBackoff = time.Millisecond },
+		"max":      func(o *stack.Options) { o.Retry.MaxBackoff = time.Millisecond },
+		"throttle": func(o *stack.Options) { o.Retry.ThrottleBackoff = time.Millisecond },
+		"after":    func(o *stack.Options) { o.Retry.MaxRetryAfter = time.Millisecond },
+		"attempt":  func(o *stack.Options) { o.Retry.AttemptTimeout = 2 * time.Second },
+		"stall":    func(o *stack.Options) { o.Retry.StallTimeout = time.Second },
+		"onretry":  func(o *stack.Options) { o.Retry.OnRetry = func(retry.Event) {} },
+		"noretry":  func(o *stack.Options) { o.Retry = nil },
+	} {
+		o := base()
+		change(o)
+		if o.Key() == base().Key() {
+			t.Errorf("%s: changed Options keep the key %q", name, o.Key())
+		}
 	}
 }
