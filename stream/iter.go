@@ -77,6 +77,12 @@ func (e *Epoch) Spec() plan.EpochSpec { return e.spec }
 // Plan returns the epoch's plan.
 func (e *Epoch) Plan() *plan.Epoch { return e.ep }
 
+// ResumeCheck returns nil unless this epoch resumes a stopped run in a way
+// that is not exactly-once (MosaicML's order repeats or skips samples on
+// this shape); then an error matching plan.ErrInexactResume names why. See
+// plan.Epoch.ResumeCheck.
+func (e *Epoch) ResumeCheck() error { return e.ep.ResumeCheck() }
+
 // Iter returns an iterator over one DataLoader worker's samples (worker
 // in [0, workers)), in the order that worker yields them. ctx bounds the
 // whole iteration and its prefetching.
