@@ -3,37 +3,24 @@ package stream_test
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/sluicedata/sluice/cache"
+	"github.com/sluicedata/sluice/internal/dirsnap"
 	"github.com/sluicedata/sluice/plan"
 	"github.com/sluicedata/sluice/stream"
 )
 
-// dirBytes sums file sizes under dir, excluding the cache's metadata.
+// dirBytes returns the bytes of the files under dir, excluding the cache's
+// metadata, that existed together at one instant (a plain walk could count
+// a shard evicted after its stat and one fetched meanwhile in a directory
+// walked later: see dirsnap).
 func dirBytes(dir string) int64 {
-	var n int64
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if d.IsDir() && d.Name() == ".sluice" {
-			return filepath.SkipDir
-		}
-		if d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
-			}
-		}
-		return nil
-	})
-	return n
+	return dirsnap.Bytes(dir, ".sluice", ".part")
 }
 
 // watchLimit checks the size of dir continuously until the returned func
