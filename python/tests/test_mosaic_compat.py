@@ -121,6 +121,45 @@ class CompatTest(helpers.AgentCase):
         self.assertEqual(sorted(s["id"] for s in ds), list(range(60)))
         self.assertTrue(os.path.isdir(local))
 
+    def test_shard_deleted_during_epoch(self):
+        # Every cached shard deleted from local while the epoch is under
+        # way (the shard being read, those prefetched): the epoch still
+        # yields every sample exactly once.
+        remote = os.path.join(self.tmp, "remote-600")
+        helpers.write_ids(remote, 600, size_limit=400)
+        local = self.local("deleted-mid")
+        ds = sluice.StreamingDataset(remote=remote, local=local, batch_size=4, predownload=8)
+        ids, removed = [], []
+        for s in ds:
+            ids.append(int(s["id"]))
+            if len(ids) == 5:
+                removed = [f for f in os.listdir(local) if f.endswith(".mds")]
+                for f in removed:
+                    os.remove(os.path.join(local, f))
+        self.assertTrue(removed, "no shard was cached after 5 samples")
+        self.assertEqual(sorted(ids), list(range(600)))
+        # Shards leased when they were deleted were read from their open
+        # files; the next epoch fetches them again.
+        self.assertEqual(sorted(int(s["id"]) for s in ds), list(range(600)))
+        gone = [f for f in removed if not os.path.exists(os.path.join(local, f))]
+        self.assertEqual(gone, [], "deleted shards not fetched again")
+
+    def test_stream_subclass_refused(self):
+        class Custom(sluice.Stream):
+            def get_shards(self, world, allow_unsafe_types):
+                raise AssertionError("never called")
+
+        class Plain(sluice.Stream):
+            pass
+
+        with self.assertRaises(NotImplementedError) as cm:
+            sluice.StreamingDataset(streams=[Custom(remote=self.remote, local=self.local("sub-a"))], batch_size=4)
+        self.assertIn("get_shards", str(cm.exception))
+        with self.assertRaises(ValueError):
+            sluice.StreamingDataset(remote=self.remote, local=self.local("sub-b"), batch_size=4, stream_name="custom")
+        ds = sluice.StreamingDataset(streams=[Plain(remote=self.remote, local=self.local("sub-c"))], batch_size=4)
+        self.assertEqual(sorted(int(s["id"]) for s in ds), list(range(60)))
+
     def test_several_datasets_one_cache_with_workers(self):
         local = self.local("several")
         dss = [sluice.StreamingDataset(remote=self.remote, local=local, batch_size=4, shuffle=True, shuffle_seed=s)
