@@ -111,21 +111,6 @@ def _check_stream_class(st):
             "subclass's __getitem__" % (type(st).__name__, ", ".join(overridden)))
 
 
-def _check_stream_class(st):
-    """Refuse a Stream subclass that overrides behaviour: the agent reads
-    the stream, so its methods would silently never run."""
-    if not isinstance(st, Stream):
-        raise TypeError("streams must hold sluice.Stream objects, got %s" % type(st).__name__)
-    overridden = sorted({name for klass in type(st).__mro__ if klass not in (Stream, object)
-                         for name, v in vars(klass).items()
-                         if callable(v) and name != "__init__" and not (name.startswith("__") and name.endswith("__"))})
-    if overridden:
-        raise NotImplementedError(
-            "custom Stream subclasses are not supported: %s overrides %s, which Sluice would never call "
-            "(the agent reads the stream); use sluice.Stream and transform samples in a StreamingDataset "
-            "subclass's __getitem__" % (type(st).__name__, ", ".join(overridden)))
-
-
 class StreamingDataset(_Base):
     """A MosaicML-compatible streaming dataset served by the Sluice agent.
 
@@ -183,8 +168,6 @@ class StreamingDataset(_Base):
             raise ValueError("streams is empty")
         if stream_name != "stream" or stream_config:
             raise ValueError("only the default Stream class is supported (stream_name=%r)" % stream_name)
-        for st in streams or ():
-            _check_stream_class(st)
         for st in streams or ():
             _check_stream_class(st)
         if shuffle_seed < 0:
