@@ -238,7 +238,62 @@ func (w *Writer) Write(sample format.Sample) error {
 		return err // a bad sample is the caller's error, not sticky
 	}
 	w.body = body
-	n := int64(len(body) - start)
+	return w.place(start)
+}
+
+// Columns returns the column names in record order (sorted, as MosaicML
+// orders them) and their encodings, for callers of WriteRecord. The
+// slices are the Writer's own: do not modify them.
+func (w *Writer) Columns() ([]string, []*Encoding) { return w.names, w.encs }
+
+// WriteRecord appends one sample record already encoded as spec 3.2
+// lays it out: a uint32 length for each variable-size column, then every
+// column's encoded value in Columns order. It writes exactly what Write
+// writes for the same sample, without a format.Sample in between. The
+// record's layout is checked (lengths add up, fixed-size columns have
+// their size); the values themselves are not decoded. rec is copied.
+func (w *Writer) WriteRecord(rec []byte) error {
+	if err := w.sticky(); err != nil {
+		return err
+	}
+	if w.closed {
+		return errors.New("mds: write after Finish")
+	}
+	if err := w.checkRecord(rec); err != nil {
+		return err
+	}
+	start := len(w.body)
+	w.body = append(w.body, rec...)
+	return w.place(start)
+}
+
+// checkRecord verifies that rec's variable-size lengths and the fixed
+// sizes add up to its length.
+func (w *Writer) checkRecord(rec []byte) error {
+	hdr := 4 * w.nvar
+	if len(rec) < hdr {
+		return fmt.Errorf("mds: record of %d bytes is shorter than its %d-byte header", len(rec), hdr)
+	}
+	total := uint64(hdr)
+	v := 0
+	for _, e := range w.encs {
+		if e.Size() > 0 {
+			total += uint64(e.Size())
+			continue
+		}
+		total += uint64(binary.LittleEndian.Uint32(rec[4*v:]))
+		v++
+	}
+	if total != uint64(len(rec)) {
+		return fmt.Errorf("mds: record of %d bytes does not match its layout (%d bytes)", len(rec), total)
+	}
+	return nil
+}
+
+// place finishes appending the record at w.body[start:]: it flushes the
+// shard first when the record would take it past the size limit.
+func (w *Writer) place(start int) error {
+	n := int64(len(w.body) - start)
 	if w.headerSize()+n+4 > MaxShardBytes {
 		w.body = w.body[:start]
 		return fmt.Errorf("mds: sample of %d bytes cannot fit in a shard (4 GiB offsets)", n)
