@@ -124,48 +124,53 @@ func (b *Batch) Len() int { return b.n }
 // Fill stores sample i's values into s (one entry per column, replacing
 // what s held for those names). Byte values are views of the frame.
 func (b *Batch) Fill(i int, s format.Sample) error {
-	le := binary.LittleEndian
 	for c := range b.cols {
-		sec := &b.cols[c]
-		name := b.names[c]
-		switch sec.kind {
-		case KindFixed:
-			s[name] = sec.data[i*sec.width : (i+1)*sec.width : (i+1)*sec.width]
-		case KindInt64:
-			s[name] = int64(le.Uint64(sec.data[8*i:]))
-		case KindFloat64:
-			s[name] = math.Float64frombits(le.Uint64(sec.data[8*i:]))
-		default:
-			v := sec.data[sec.offs[i]:sec.offs[i+1]:sec.offs[i+1]]
-			switch sec.kind {
-			case KindBytes:
-				s[name] = v
-			case KindString:
-				s[name] = string(v)
-			case KindBigInt:
-				n, ok := new(big.Int).SetString(string(v), 10)
-				if !ok {
-					return fmt.Errorf("column %q: %.40q is not a decimal integer", name, v)
-				}
-				if n.IsInt64() {
-					s[name] = n.Int64()
-				} else {
-					s[name] = n
-				}
-			case KindNDArray:
-				if len(v) > 0 && v[0] == 0 {
-					s[name] = v[1:] // bytes stored unchanged
-					break
-				}
-				a, err := parseNDArray(v)
-				if err != nil {
-					return fmt.Errorf("column %q: %w", name, err)
-				}
-				s[name] = a
-			}
+		v, err := b.value(c, i)
+		if err != nil {
+			return err
 		}
+		s[b.names[c]] = v
 	}
 	return nil
+}
+
+// value returns sample i's value of column c as a format.Sample holds it.
+func (b *Batch) value(c, i int) (any, error) {
+	le := binary.LittleEndian
+	sec := &b.cols[c]
+	name := b.names[c]
+	switch sec.kind {
+	case KindFixed:
+		return sec.data[i*sec.width : (i+1)*sec.width : (i+1)*sec.width], nil
+	case KindInt64:
+		return int64(le.Uint64(sec.data[8*i:])), nil
+	case KindFloat64:
+		return math.Float64frombits(le.Uint64(sec.data[8*i:])), nil
+	}
+	v := sec.data[sec.offs[i]:sec.offs[i+1]:sec.offs[i+1]]
+	switch sec.kind {
+	case KindString:
+		return string(v), nil
+	case KindBigInt:
+		n, ok := new(big.Int).SetString(string(v), 10)
+		if !ok {
+			return nil, fmt.Errorf("column %q: %.40q is not a decimal integer", name, v)
+		}
+		if n.IsInt64() {
+			return n.Int64(), nil
+		}
+		return n, nil
+	case KindNDArray:
+		if len(v) > 0 && v[0] == 0 {
+			return v[1:], nil // bytes stored unchanged
+		}
+		a, err := parseNDArray(v)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", name, err)
+		}
+		return a, nil
+	}
+	return v, nil // KindBytes
 }
 
 func parseNDArray(v []byte) (*format.NDArray, error) {

@@ -55,7 +55,8 @@ type frame struct {
 // sink.Finish and returns. On any error (a malformed frame, a refused
 // sample, a stream that stops early, ctx done) it calls sink.Close, so no
 // index.json is written, and returns the error. progress, when not nil,
-// is called after each frame.
+// is called after each frame. A sink that is a RecordSink (format/mds)
+// gets each sample as an encoded record built from the frame's columns.
 func Run(ctx context.Context, r *Reader, sink Sink, progress func(Stats)) (Stats, error) {
 	var st Stats
 	frames := make(chan frame, 1)
@@ -91,6 +92,7 @@ func Run(ctx context.Context, r *Reader, sink Sink, progress func(Stats)) (Stats
 	}
 	var batch Batch
 	sample := format.Sample{}
+	recs := newRecordEncoder(sink, r.names) // nil: samples go through Write
 	for {
 		var f frame
 		select {
@@ -114,11 +116,17 @@ func Run(ctx context.Context, r *Reader, sink Sink, progress func(Stats)) (Stats
 		if err := Parse(r.names, f.body, f.count, st.Frames, &batch); err != nil {
 			return fail(err)
 		}
+		if recs != nil {
+			recs.prepare(&batch)
+		}
 		for i := range batch.Len() {
-			if err := batch.Fill(i, sample); err != nil {
-				return fail(&SampleError{Index: st.Samples, Err: err})
+			var err error
+			if recs != nil {
+				err = recs.write(&batch, i)
+			} else if err = batch.Fill(i, sample); err == nil {
+				err = sink.Write(sample)
 			}
-			if err := sink.Write(sample); err != nil {
+			if err != nil {
 				return fail(&SampleError{Index: st.Samples, Err: err})
 			}
 			st.Samples++
