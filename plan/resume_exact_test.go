@@ -23,7 +23,8 @@ func (s runShape) shape() plan.Shape {
 
 // deliveries counts what every rank of an epoch yields when each rank
 // takes at most steps batches (steps < 0: all), with RankBatches'
-// DataLoader order; it returns the counts and the samples one rank yielded.
+// DataLoader order, adding to into; it returns how many samples a rank yielded
+// (checked equal over the ranks when steps >= 0).
 func deliveries(t *testing.T, ep *plan.Epoch, s runShape, steps int, into map[int64]int) int64 {
 	t.Helper()
 	var yielded int64 = -1
