@@ -66,7 +66,7 @@ func TestOptionsKey(t *testing.T) {
 	base := func() *stack.Options {
 		return &stack.Options{MaxInFlight: 8, Retry: &retry.Options{MaxAttempts: 3, AttemptTimeout: time.Second}}
 	}
-	if base().Key() != base().Key() {
+	if a, b := base(), base(); a.Key() != b.Key() {
 		t.Error("equal Options have different keys")
 	}
 	if (*stack.Options)(nil).Key() != (&stack.Options{}).Key() {
