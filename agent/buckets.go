@@ -7,10 +7,12 @@ import (
 	"sync"
 
 	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/stack"
 )
 
 // bucketPool keeps every store the agent opened open until the agent shuts
-// down, one per store URL and job settings (see jobenv.go).
+// down, one per store URL, job settings (see jobenv.go) and decorator
+// settings (storage/stack.Options.Key: retry policy, attempt timeout).
 //
 // The node cache registers a remote dataset directory once, with the store
 // of the first stream.Dataset that opened it, and downloads later shards of
@@ -44,7 +46,11 @@ var errPoolClosed = errors.New("agent: store pool closed (the agent is shutting 
 
 func (p *bucketPool) open(ctx context.Context, u *url.URL) (storage.Bucket, error) {
 	env := envFrom(ctx)
-	key := u.String() + "\x00" + env.fingerprint()
+	// The decorator settings a stream asks for (its download timeout as
+	// the attempt timeout, the retry policy) are part of the key: a store
+	// decorated for one dataset is never handed to another that asked for
+	// other settings.
+	key := u.String() + "\x00" + env.fingerprint() + "\x00" + stack.OptionsFrom(ctx).Key()
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
