@@ -96,6 +96,16 @@ class Stream:
         return {k: v for k, v in out.items() if v is not None}
 
 
+def _derived_local(remote, split):
+    """The cache folder MosaicML derives when no local is given: the
+    temporary directory, a folder named by the BLAKE2s (16 bytes) hash of
+    remote as given, then the split."""
+    import hashlib
+    import tempfile
+    name = hashlib.blake2s(str(remote).encode("utf-8"), digest_size=16).hexdigest()
+    return os.path.join(tempfile.gettempdir(), name, split or "")
+
+
 def _check_stream_class(st):
     """Refuse a Stream subclass that overrides behaviour: the agent reads
     the stream, so its methods would silently never run."""
@@ -181,6 +191,8 @@ class StreamingDataset(_Base):
         if batch_size is not None and batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         self.streams = list(streams) if streams is not None else None
+        if streams is None and remote is not None and local is None:
+            local = _derived_local(remote, split)
         self.remote, self.local, self.split = remote, local, split
         self.download_retry = download_retry
         self.download_timeout = download_timeout

@@ -144,6 +144,19 @@ class CompatTest(helpers.AgentCase):
         gone = [f for f in removed if not os.path.exists(os.path.join(local, f))]
         self.assertEqual(gone, [], "deleted shards not fetched again")
 
+    def test_derived_local(self):
+        # No local: MosaicML's folder, <tmp>/<blake2s-16 of remote>/<split>.
+        import hashlib
+        import shutil
+        import tempfile
+        name = hashlib.blake2s(self.remote.encode("utf-8"), digest_size=16).hexdigest()
+        want = os.path.join(tempfile.gettempdir(), name, "")
+        shutil.rmtree(os.path.join(tempfile.gettempdir(), name), ignore_errors=True)
+        ds = sluice.StreamingDataset(remote=self.remote, batch_size=4)
+        self.assertEqual(ds.local, want)
+        self.assertEqual(sorted(int(s["id"]) for s in ds), list(range(60)))
+        self.assertTrue([f for f in os.listdir(want) if f.endswith(".mds")], os.listdir(want))
+
     def test_stream_subclass_refused(self):
         class Custom(sluice.Stream):
             def get_shards(self, world, allow_unsafe_types):
