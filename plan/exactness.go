@@ -41,12 +41,14 @@ var ErrInexactResume = errors.New("plan: resume is not exactly-once")
 //   - for the per_stream, stratified and device_per_stream batching
 //     methods, sample_in_epoch not a multiple of this shape's global batch:
 //     whole global batches are skipped, so the partial one is delivered
-//     again; and their batches depend on the global batch size, so a
-//     resume that changes it is never exact.
+//     again. Their batches also depend on the global batch size, so a
+//     resume that changes it is not exact either; the state does not record
+//     it, so a change that still divides sample_in_epoch goes unreported.
 //
 // A run that stops on P·R ranks after the same number of samples on every
 // rank and resumes on the same P·R ranks is exact (but for the end of an
-// epoch, above); any number of workers and any batch size may change.
+// epoch, above), with any number of workers and, for random batching (the
+// default), any batch size.
 func (e *Epoch) ResumeCheck() error {
 	c := &e.c
 	drop := c.sampleInEpoch
