@@ -251,6 +251,22 @@ func faultyStore(t *testing.T, o *retry.Options) (*storagetest.FaultProxy, stora
 
 func isGet(r *http.Request) bool { return r.Method == http.MethodGet }
 
+// longGet matches a GET whose response is longer than n bytes (a Range of
+// more, or none), so that a body fault at n is always injected: a fault
+// taken by a shorter response (the 5-byte last part) is spent unseen.
+func longGet(n int64) func(*http.Request) bool {
+	return func(r *http.Request) bool {
+		if r.Method != http.MethodGet {
+			return false
+		}
+		var a, b int64
+		if _, err := fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-%d", &a, &b); err != nil {
+			return r.Header.Get("Range") == ""
+		}
+		return b-a+1 > n
+	}
+}
+
 func TestDownloadThroughFaultProxy(t *testing.T) {
 	data := storagetest.Pattern(7, 3<<20+5)
 	tests := []struct {
@@ -268,7 +284,7 @@ func TestDownloadThroughFaultProxy(t *testing.T) {
 			{Kind: storagetest.Status, Status: 503, RetryAfter: "1", Times: 2},
 			{Kind: storagetest.Reset, Match: isGet, AfterBytes: 10_000, Times: 2},
 			{Kind: storagetest.Truncate, Match: isGet, AfterBytes: 20_000, Times: 2},
-			{Kind: storagetest.Stall, Match: isGet, AfterBytes: 30_000, Times: 1},
+			{Kind: storagetest.Stall, Match: longGet(30_000), AfterBytes: 30_000, Times: 1},
 		}, storagetest.Stall},
 	}
 	for _, tt := range tests {
