@@ -174,25 +174,35 @@ func (b *Batch) value(c, i int) (any, error) {
 }
 
 func parseNDArray(v []byte) (*format.NDArray, error) {
+	a := new(format.NDArray)
+	if err := parseNDArrayInto(v, a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// parseNDArrayInto decodes an ndarray value into a, reusing a.Shape's
+// storage; a.Data is a view of v.
+func parseNDArrayInto(v []byte, a *format.NDArray) error {
 	if len(v) < 2 {
-		return nil, errors.New("ndarray value is shorter than its header")
+		return errors.New("ndarray value is shorter than its header")
 	}
 	dt, ok := dtypeCodes[v[0]]
 	if !ok {
-		return nil, fmt.Errorf("ndarray dtype code %d is unknown", v[0])
+		return fmt.Errorf("ndarray dtype code %d is unknown", v[0])
 	}
 	ndim := int(v[1])
 	if len(v) < 2+8*ndim {
-		return nil, errors.New("ndarray shape runs past the value")
+		return errors.New("ndarray shape runs past the value")
 	}
-	shape := make([]int, ndim)
+	shape := a.Shape[:0]
 	elems := uint64(1)
 	for d := range ndim {
 		x := binary.LittleEndian.Uint64(v[2+8*d:])
 		if x > math.MaxInt32 {
-			return nil, fmt.Errorf("ndarray dimension %d is too large", x)
+			return fmt.Errorf("ndarray dimension %d is too large", x)
 		}
-		shape[d] = int(x)
+		shape = append(shape, int(x))
 		elems *= x
 		if elems > uint64(len(v)) {
 			break // the size check below fails
@@ -200,9 +210,10 @@ func parseNDArray(v []byte) (*format.NDArray, error) {
 	}
 	data := v[2+8*ndim:]
 	if elems*uint64(format.DTypeSize(dt)) != uint64(len(data)) {
-		return nil, fmt.Errorf("ndarray %s%v needs %d data bytes, has %d", dt, shape, elems*uint64(format.DTypeSize(dt)), len(data))
+		return fmt.Errorf("ndarray %s%v needs %d data bytes, has %d", dt, shape, elems*uint64(format.DTypeSize(dt)), len(data))
 	}
-	return &format.NDArray{DType: dt, Shape: shape, Data: data}, nil
+	*a = format.NDArray{DType: dt, Shape: shape, Data: data}
+	return nil
 }
 
 // Reader reads frames from a stream for a fixed list of columns.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/format/mds"
 )
 
@@ -26,7 +27,8 @@ type recordEncoder struct {
 	sink RecordSink
 	encs []*mds.Encoding
 	nvar int
-	raw  []bool // per column of the current batch: values are already encoded
+	raw  []bool           // per column of the current batch: values are already encoded
+	nd   []format.NDArray // per column: the ndarray being encoded (storage reused)
 	rec  []byte
 }
 
@@ -41,7 +43,7 @@ func newRecordEncoder(sink Sink, names []string) *recordEncoder {
 	if !slices.Equal(cols, names) || len(encs) != len(names) {
 		return nil
 	}
-	e := &recordEncoder{sink: rs, encs: encs, raw: make([]bool, len(names))}
+	e := &recordEncoder{sink: rs, encs: encs, raw: make([]bool, len(names)), nd: make([]format.NDArray, len(names))}
 	for _, enc := range encs {
 		if enc.Size() == 0 {
 			e.nvar++
@@ -88,7 +90,7 @@ func (e *recordEncoder) write(b *Batch, i int) error {
 				return fmt.Errorf("mds: column %q: %s value encodes to %d bytes, want %d", b.names[c], enc, len(rec)-before, size)
 			}
 		} else {
-			val, err := b.value(c, i)
+			val, err := e.value(b, c, i)
 			if err != nil {
 				e.rec = rec
 				return err
@@ -105,4 +107,21 @@ func (e *recordEncoder) write(b *Batch, i int) error {
 	}
 	e.rec = rec
 	return e.sink.WriteRecord(rec)
+}
+
+// value returns sample i's value of column c for mds.Encoding.Append; an
+// ndarray is decoded into storage the encoder reuses.
+func (e *recordEncoder) value(b *Batch, c, i int) (any, error) {
+	sec := &b.cols[c]
+	if sec.kind != KindNDArray {
+		return b.value(c, i)
+	}
+	v := sec.data[sec.offs[i]:sec.offs[i+1]:sec.offs[i+1]]
+	if len(v) > 0 && v[0] == 0 {
+		return v[1:], nil // bytes stored unchanged
+	}
+	if err := parseNDArrayInto(v, &e.nd[c]); err != nil {
+		return nil, fmt.Errorf("column %q: %w", b.names[c], err)
+	}
+	return &e.nd[c], nil
 }

@@ -210,10 +210,12 @@ func BenchmarkRunStreamSmallSamples(b *testing.B) {
 			}
 			b.SetBytes(int64(len(frame)))
 			b.ResetTimer()
+			cpu := cpuTime()
 			if _, err := Run(context.Background(), NewReader(&repeatReader{frame: frame, n: b.N}, names, 0), sink, nil); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "samples/s")
+			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N*n), "cpu-ns/sample")
 		})
 	}
 }
