@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicedata/sluice/format"
-	"github.com/sluicedata/sluice/internal/stores"
 	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/stream"
 )
@@ -19,6 +18,7 @@ import (
 func newIndexCommand(e *env) *cobra.Command {
 	var out string
 	var parallel int
+	var sf storeFlags
 	cmd := &cobra.Command{
 		Use:   "index URLS",
 		Short: "Index WebDataset tar shards for streaming",
@@ -38,10 +38,11 @@ directory holding them all) unless --out names another place: a local path
 or store URL of the index file. A stream given the same URLS, or the
 directory, then opens without reading a shard.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: storeRunE(&sf, func(cmd *cobra.Command, args []string) error {
 			return runIndex(cmd.Context(), e, args[0], out, parallel)
-		},
+		}),
 	}
+	addStoreFlags(cmd, &sf)
 	cmd.Flags().StringVar(&out, "out", "", "where to write the index file (default: index.json beside the shards)")
 	cmd.Flags().IntVar(&parallel, "parallel", 0, "shards read at once (0: 4×CPUs, at least 16)")
 	return cmd
@@ -56,7 +57,7 @@ func runIndex(ctx context.Context, e *env, spec, out string, parallel int) error
 	if td != nil {
 		root, keys = td.Root, td.Keys
 	}
-	b, err := stores.Open(ctx, e.registry, root, nil)
+	b, err := openStore(ctx, e, root)
 	if err != nil {
 		return fmt.Errorf("index: %w", err)
 	}
@@ -79,7 +80,7 @@ func runIndex(ctx context.Context, e *env, spec, out string, parallel int) error
 	dst, key := b, format.IndexFile
 	if out != "" {
 		dir, file := splitOut(out)
-		if dst, err = stores.Open(ctx, e.registry, dir, nil); err != nil {
+		if dst, err = openStore(ctx, e, dir); err != nil {
 			return fmt.Errorf("index: %w", err)
 		}
 		defer dst.Close()

@@ -14,7 +14,7 @@ import (
 )
 
 // The retry policy of the commands that open a store and read a little of
-// it (inspect, verify, ls, dump, cp, plan): a person waits on them, so a
+// it (inspect, verify, ls, dump, cp, plan, index): a person waits on them, so a
 // server that accepts and never answers must fail them in seconds, not in
 // the ten minutes of the library's defaults (10 attempts of 1 minute).
 // With these defaults a request gives up after at most

@@ -60,9 +60,11 @@ func TestStoreCommandsNeverAnsweringServer(t *testing.T) {
 	t.Setenv("AWS_REGION", "us-east-1")
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	fast := []string{"--download-timeout", "150ms", "--retry-attempts", "2"}
-	for _, c := range []struct{ remote, named string }{
-		{"http://" + addr + "/data", "http://" + addr + "/data"},
-		{"s3://bucket/data?endpoint=" + url.QueryEscape("http://user:hunter2@"+addr), "s3://bucket/data"},
+	for _, c := range []struct{ remote, named, tars string }{
+		// Plain HTTP cannot list: index reads a pattern's shards.
+		{"http://" + addr + "/data", "http://" + addr + "/data", "http://" + addr + "/data/shard-{0..1}.tar"},
+		{"s3://bucket/data?endpoint=" + url.QueryEscape("http://user:hunter2@"+addr), "s3://bucket/data",
+			"s3://bucket/data?endpoint=" + url.QueryEscape("http://user:hunter2@"+addr)},
 	} {
 		remote := c.remote
 		scheme := strings.SplitN(remote, ":", 2)[0]
@@ -74,6 +76,7 @@ func TestStoreCommandsNeverAnsweringServer(t *testing.T) {
 			{"dump", remote},
 			{"cp", remote, t.TempDir()},
 			{"plan", "--batch-size", "4", remote},
+			{"index", c.tars},
 		} {
 			t.Run(scheme+"/"+args[0], func(t *testing.T) {
 				// The test's own deadline is far beyond the one under test.
@@ -114,7 +117,7 @@ func TestStoreCommandsNeverAnsweringServer(t *testing.T) {
 func TestStoreCommandsDefaultDeadline(t *testing.T) {
 	e := &env{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, registry: stores.Default()}
 	for _, cmd := range []*cobra.Command{newInspectCommand(e), newVerifyCommand(e), newLsCommand(e),
-		newDumpCommand(e), newCpCommand(e), newPlanCommand(e)} {
+		newDumpCommand(e), newCpCommand(e), newPlanCommand(e), newIndexCommand(e)} {
 		fl := cmd.Flags()
 		if err := fl.Parse(nil); err != nil {
 			t.Fatal(err)
