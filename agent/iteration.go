@@ -39,10 +39,11 @@ type iteration struct {
 }
 
 // startIteration starts the iteration of one worker of ep, dropping its
-// first skip samples. sizes gives each shard's raw file size. With
-// limited (the cache has a limit), the iteration reads ahead at most one
-// shard beyond what the client has taken (see run).
-func startIteration(ep *stream.Epoch, worker int, skip int64, sizes []int64, limited bool) (*iteration, error) {
+// first skip samples. sizes gives each shard's raw file size. With ahead
+// > 0 (the cache has a limit), the iteration's buffer holds locations of
+// at most ahead shards the client has not finished taking (see run); 0
+// means no bound.
+func startIteration(ep *stream.Epoch, worker int, skip int64, sizes []int64, ahead int) (*iteration, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sit, err := ep.Iter(ctx, worker)
 	if err != nil {
@@ -51,11 +52,11 @@ func startIteration(ep *stream.Epoch, worker int, skip int64, sizes []int64, lim
 	}
 	it := &iteration{ch: make(chan location, iterBuffer), done: make(chan struct{}), cancel: cancel,
 		taken: make(chan struct{}, 1)}
-	go it.run(ctx, sit, skip, sizes, limited)
+	go it.run(ctx, sit, skip, sizes, ahead)
 	return it, nil
 }
 
-func (it *iteration) run(ctx context.Context, sit *stream.Iterator, skip int64, sizes []int64, limited bool) {
+func (it *iteration) run(ctx context.Context, sit *stream.Iterator, skip int64, sizes []int64, ahead int) {
 	defer close(it.done)
 	defer sit.Close()
 	// The skipped samples were delivered before (a client resuming after
@@ -68,21 +69,27 @@ func (it *iteration) run(ctx context.Context, sit *stream.Iterator, skip int64, 
 		return
 	}
 	lastShard := -1
+	var pushed int64 // locations sent to the buffer
+	var ends []int64 // for each earlier shard still in the buffer, pushed at its end
 	for sit.Next() {
 		loc, err := sit.Location()
 		if err != nil {
 			it.err = err
 			return
 		}
-		// Under a cache limit, read ahead at most one shard beyond what
-		// the client has taken: every buffered location holds a lease, and
-		// leases that run far ahead on every worker can fill the limit so
-		// that another worker's next shard never finds room. Without a
-		// limit the buffer runs ahead freely (full batches, fewer round
-		// trips).
-		if limited && loc.Shard != lastShard && lastShard >= 0 && !it.drain(ctx) {
-			loc.Release()
-			return
+		// Under a cache limit, the buffer holds at most ahead shards the
+		// client has not finished taking: every buffered location holds a
+		// lease, and leases that run far ahead on every worker can fill the
+		// limit so that another worker's next shard never finds room. The
+		// agent sizes ahead to the room the limit leaves (aheadFor); a
+		// tight limit gives 1, a generous one lets the buffer run ahead as
+		// without a limit (full batches, fewer round trips).
+		if ahead > 0 && loc.Shard != lastShard && lastShard >= 0 {
+			ends = append(ends, pushed)
+			if !it.waitShards(ctx, &ends, pushed, ahead) {
+				loc.Release()
+				return
+			}
 		}
 		lastShard = loc.Shard
 		var size int64
@@ -93,6 +100,7 @@ func (it *iteration) run(ctx context.Context, sit *stream.Iterator, skip int64, 
 			offset: loc.Offset, length: loc.Length, release: loc.Release}
 		select {
 		case it.ch <- l:
+			pushed++
 		case <-ctx.Done():
 			l.release()
 			return
@@ -103,17 +111,26 @@ func (it *iteration) run(ctx context.Context, sit *stream.Iterator, skip int64, 
 	}
 }
 
-// drain waits until the client has taken every buffered location; false
-// when ctx ended first.
-func (it *iteration) drain(ctx context.Context) bool {
-	for len(it.ch) > 0 {
+// waitShards waits until fewer than ahead earlier shards still have
+// locations in the buffer. ends holds, oldest first, the count of
+// locations pushed when each such shard ended; the client has taken a
+// shard's locations once pushed minus the buffer's length reaches its end.
+// False when ctx ended first.
+func (it *iteration) waitShards(ctx context.Context, ends *[]int64, pushed int64, ahead int) bool {
+	for {
+		taken := pushed - int64(len(it.ch))
+		for len(*ends) > 0 && (*ends)[0] <= taken {
+			*ends = (*ends)[1:]
+		}
+		if len(*ends) < ahead {
+			return true
+		}
 		select {
 		case <-it.taken:
 		case <-ctx.Done():
 			return false
 		}
 	}
-	return true
 }
 
 // take returns up to n locations. It waits up to wait for the first; when
