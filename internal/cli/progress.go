@@ -63,6 +63,14 @@ func (p *throttledLine) update(text string) {
 	}
 }
 
+// finish records text and prints it, whatever the interval.
+func (p *throttledLine) finish(text string) {
+	p.mu.Lock()
+	p.text = text
+	p.mu.Unlock()
+	p.done()
+}
+
 // done prints the last text recorded.
 func (p *throttledLine) done() {
 	p.mu.Lock()

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
-	"golang.org/x/term"
 
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/internal/atomicfile"
@@ -56,6 +55,8 @@ type streamFlags struct {
 	cacheGroup                      bool
 	limit                           int64
 	asJSON, decode                  bool
+	progress                        string
+	progressInterval                time.Duration
 }
 
 func newStreamCommand(e *env) *cobra.Command {
@@ -134,6 +135,9 @@ attempt's wait for a response).`,
 	fl.BoolVar(&f.cacheGroup, "cache-group", false, "make the cache usable by its directory's group (default: owner only)")
 	fl.Int64Var(&f.limit, "limit", 0, "stop after this many samples (0: the whole epoch)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the figures as JSON")
+	fl.StringVar(&f.progress, "progress", "auto", "progress on stderr (none with --json): "+progressValues)
+	fl.DurationVar(&f.progressInterval, "progress-interval", 2*time.Second, "time between plain progress lines")
+	_ = fl.MarkHidden("progress-interval")
 	fl.BoolVar(&f.decode, "decode", false, "decode every sample (default: read the raw records)")
 	return cmd
 }
@@ -190,6 +194,14 @@ type streamReport struct {
 }
 
 func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, url string) error {
+	mode, err := parseProgress(f.progress)
+	if err != nil {
+		return fmt.Errorf("stream: %w", err)
+	}
+	if f.asJSON {
+		mode = "none"
+	}
+	mode = mode.resolve(e.stderr)
 	opts := &stream.Options{
 		Split: f.split, Registry: e.registry, Shuffle: f.shuffle, ShuffleAlgo: f.shuffleAlgo,
 		ShuffleBlockSize: f.shuffleBlockSize, NumCanonicalNodes: f.numCanonicalNodes,
@@ -276,7 +288,12 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 	}
 	var bar *mpb.Bar
 	var progress *mpb.Progress
-	if tf, ok := e.stderr.(*os.File); ok && !f.asJSON && term.IsTerminal(int(tf.Fd())) {
+	var line *throttledLine
+	switch mode {
+	case "plain":
+		line = newThrottledLine(e.stderr, "stream")
+		line.interval = f.progressInterval
+	case "bar":
 		progress = mpb.NewWithContext(ctx, mpb.WithOutput(e.stderr), mpb.WithWidth(40))
 		bar = progress.AddBar(total,
 			mpb.PrependDecorators(decor.Name("rank "+fmt.Sprint(w.Rank)+" "), decor.CountersNoUnit("%d / %d")),
@@ -284,6 +301,7 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 	}
 	batch := max(f.batchSize, 1)
 	var n int64
+	loopStart := time.Now()
 	var stepWait time.Duration
 	// The state is saved every --save-every samples and whatever way the
 	// run ends, so that a killed run resumes like a trainer's checkpoint.
@@ -324,6 +342,9 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 		if bar != nil && n%256 == 0 {
 			bar.SetCurrent(n)
 		}
+		if line != nil && n%256 == 0 {
+			line.update(streamProgressText(n, total, time.Since(loopStart), it.Stats(), ds.Stats()))
+		}
 		if f.stepTime > 0 && n%int64(batch) == 0 {
 			if err := streamSleep(ctx, f.stepTime); err != nil {
 				return err
@@ -335,6 +356,9 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 		bar.SetCurrent(n)
 		bar.Abort(false)
 		progress.Wait()
+	}
+	if line != nil {
+		line.finish(streamProgressText(n, total, time.Since(loopStart), it.Stats(), ds.Stats()))
 	}
 	if err := it.Err(); err != nil {
 		return err
@@ -389,6 +413,18 @@ func printStreamReport(w io.Writer, r *streamReport, f *streamFlags) {
 	if f.saveState != "" {
 		fmt.Fprintf(w, "state saved to %s\n", f.saveState)
 	}
+}
+
+// streamProgressText is one plain progress line of `sluice stream`: it
+// counts the iterator's samples, bytes and cache hits, and the dataset's
+// downloads (ds).
+func streamProgressText(n, total int64, elapsed time.Duration, it, ds stream.Stats) string {
+	rate := 0.0
+	if elapsed > 0 {
+		rate = float64(n) / elapsed.Seconds()
+	}
+	return fmt.Sprintf("%d / %d samples, %.0f samples/s, %s; cache: %d hits, %d misses, %d downloads (%s fetched)",
+		n, total, rate, humanBytes(it.Bytes), it.Hits, it.Misses, ds.Downloads, humanBytes(ds.BytesFetched))
 }
 
 func streamSleep(ctx context.Context, d time.Duration) error {
