@@ -267,6 +267,43 @@ func (w *Writer) WriteRecord(rec []byte) error {
 	return w.place(start)
 }
 
+// WriteFields appends one sample given as each column's encoded value,
+// in Columns order: the record is the variable-size lengths followed by
+// the fields, the same bytes Write writes for the same sample, built with
+// one copy of each field. Fixed-size columns must have their size.
+func (w *Writer) WriteFields(fields [][]byte) error {
+	if err := w.sticky(); err != nil {
+		return err
+	}
+	if w.closed {
+		return errors.New("mds: write after Finish")
+	}
+	if len(fields) != len(w.encs) {
+		return fmt.Errorf("mds: %d fields for %d columns", len(fields), len(w.encs))
+	}
+	for i, e := range w.encs {
+		if size := e.Size(); size > 0 && len(fields[i]) != size {
+			return fmt.Errorf("mds: column %q: %s value encodes to %d bytes, want %d", w.names[i], e, len(fields[i]), size)
+		}
+		if int64(len(fields[i])) > MaxShardBytes {
+			return fmt.Errorf("mds: column %q value of %d bytes is too large", w.names[i], len(fields[i]))
+		}
+	}
+	start := len(w.body)
+	for range w.nvar {
+		w.body = append(w.body, 0, 0, 0, 0)
+	}
+	v := 0
+	for i, f := range fields {
+		if w.encs[i].Size() == 0 {
+			binary.LittleEndian.PutUint32(w.body[start+4*v:], uint32(len(f)))
+			v++
+		}
+		w.body = append(w.body, f...)
+	}
+	return w.place(start)
+}
+
 // checkRecord verifies that rec's variable-size lengths and the fixed
 // sizes add up to its length.
 func (w *Writer) checkRecord(rec []byte) error {
