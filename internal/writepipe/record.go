@@ -1,7 +1,6 @@
 package writepipe
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -18,18 +17,21 @@ type RecordSink interface {
 	// Columns returns the column names in record order and their
 	// encodings.
 	Columns() ([]string, []*mds.Encoding)
-	// WriteRecord appends one encoded sample record.
-	WriteRecord(rec []byte) error
+	// WriteFields appends one sample given as each column's encoded
+	// value, in Columns order.
+	WriteFields(fields [][]byte) error
 }
 
-// recordEncoder builds MDS sample records from a batch's columns.
+// recordEncoder hands a batch's samples to a RecordSink column by column.
 type recordEncoder struct {
 	sink RecordSink
 	encs []*mds.Encoding
-	nvar int
 	raw  []bool           // per column of the current batch: values are already encoded
 	nd   []format.NDArray // per column: the ndarray being encoded (storage reused)
-	rec  []byte
+	rec  []byte           // scratch for values encoded here
+	ends [][2]int         // per column: the value's bounds in rec
+	// fields holds the sample's values for the sink.
+	fields [][]byte
 }
 
 // newRecordEncoder returns an encoder for sink, or nil when sink takes no
@@ -43,12 +45,8 @@ func newRecordEncoder(sink Sink, names []string) *recordEncoder {
 	if !slices.Equal(cols, names) || len(encs) != len(names) {
 		return nil
 	}
-	e := &recordEncoder{sink: rs, encs: encs, raw: make([]bool, len(names)), nd: make([]format.NDArray, len(names))}
-	for _, enc := range encs {
-		if enc.Size() == 0 {
-			e.nvar++
-		}
-	}
+	e := &recordEncoder{sink: rs, encs: encs, raw: make([]bool, len(names)), nd: make([]format.NDArray, len(names)),
+		ends: make([][2]int, len(names)), fields: make([][]byte, len(names))}
 	return e
 }
 
@@ -68,45 +66,46 @@ func (e *recordEncoder) prepare(b *Batch) {
 	}
 }
 
-// write encodes sample i of b as a record and hands it to the sink.
+// write hands sample i of b to the sink as its columns' encoded values:
+// views of the frame where the value is already encoded, else encoded
+// into the encoder's scratch buffer.
 func (e *recordEncoder) write(b *Batch, i int) error {
 	rec := e.rec[:0]
-	for range e.nvar {
-		rec = append(rec, 0, 0, 0, 0)
-	}
-	v := 0
 	for c := range b.cols {
-		enc := e.encs[c]
-		before := len(rec)
+		sec := &b.cols[c]
 		if e.raw[c] {
-			sec := &b.cols[c]
 			if sec.kind == KindFixed {
-				rec = append(rec, sec.data[i*sec.width:(i+1)*sec.width]...)
+				e.fields[c] = sec.data[i*sec.width : (i+1)*sec.width]
 			} else {
-				rec = append(rec, sec.data[sec.offs[i]:sec.offs[i+1]]...)
+				e.fields[c] = sec.data[sec.offs[i]:sec.offs[i+1]]
 			}
-			if size := enc.Size(); size > 0 && len(rec)-before != size {
+			if size := e.encs[c].Size(); size > 0 && len(e.fields[c]) != size {
 				e.rec = rec
-				return fmt.Errorf("mds: column %q: %s value encodes to %d bytes, want %d", b.names[c], enc, len(rec)-before, size)
+				return fmt.Errorf("mds: column %q: %s value encodes to %d bytes, want %d", b.names[c], e.encs[c], len(e.fields[c]), size)
 			}
-		} else {
-			val, err := e.value(b, c, i)
-			if err != nil {
-				e.rec = rec
-				return err
-			}
-			if rec, err = enc.Append(rec, val); err != nil {
-				e.rec = rec
-				return fmt.Errorf("mds: column %q: %w", b.names[c], err)
-			}
+			continue
 		}
-		if enc.Size() == 0 {
-			binary.LittleEndian.PutUint32(rec[4*v:], uint32(len(rec)-before))
-			v++
+		val, err := e.value(b, c, i)
+		if err != nil {
+			e.rec = rec
+			return err
 		}
+		before := len(rec)
+		if rec, err = e.encs[c].Append(rec, val); err != nil {
+			e.rec = rec
+			return fmt.Errorf("mds: column %q: %w", b.names[c], err)
+		}
+		e.ends[c] = [2]int{before, len(rec)}
+		e.fields[c] = nil
 	}
 	e.rec = rec
-	return e.sink.WriteRecord(rec)
+	// Encoded values point into rec only now that it no longer grows.
+	for c := range b.cols {
+		if !e.raw[c] {
+			e.fields[c] = rec[e.ends[c][0]:e.ends[c][1]]
+		}
+	}
+	return e.sink.WriteFields(e.fields)
 }
 
 // value returns sample i's value of column c for mds.Encoding.Append; an
