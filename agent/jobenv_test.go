@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
 	"github.com/sluicedata/sluice/agentapi"
 	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/storage/s3store"
@@ -42,7 +44,10 @@ func TestJobsDownloadThroughTheirOwnStore(t *testing.T) {
 	prefix := "test/agent-jobenv-" + hex.EncodeToString(rb[:])
 	ctx := context.Background()
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	direct, err := s3store.New(ctx, bucket, prefix, &s3store.Options{Endpoint: endpoint, Region: region})
+	// The fixture is uploaded with the server's keys given explicitly: CI
+	// exports only SLUICE_TEST_S3_*, not the AWS variables.
+	direct, err := s3store.New(ctx, bucket, prefix, &s3store.Options{Endpoint: endpoint, Region: region,
+		Credentials: credentials.NewStaticCredentialsProvider(key, secret, "")})
 	if err != nil {
 		t.Fatal(err)
 	}
