@@ -359,7 +359,14 @@ func (c *conn) begin(ctx context.Context, req agentapi.Begin) (agentapi.Begun, e
 		return agentapi.Begun{}, err
 	}
 	if req.Resume != nil {
-		if err := cur.Load(planState(*req.Resume)); err != nil {
+		load := cur.Load
+		if req.Epoch != nil {
+			// A worker continuing an epoch it lost (its leased shard
+			// vanished, or the agent restarted): this cursor may already
+			// have counted that epoch as begun.
+			load = cur.Continue
+		}
+		if err := load(planState(*req.Resume)); err != nil {
 			return agentapi.Begun{}, err
 		}
 	}

@@ -38,6 +38,21 @@ func (t *Tracker) Load(s State) error {
 	return nil
 }
 
+// Continue registers a resume state that continues an epoch this Tracker
+// may already have begun: a worker that lost its iteration (its agent died,
+// a leased shard vanished) begins the same epoch again from the samples it
+// had. Unlike Load, such a state is never stale: the epoch counter moves
+// back to the state's epoch, and the next Begin plays it.
+func (t *Tracker) Continue(s State) error {
+	if err := t.Load(s); err != nil {
+		return err
+	}
+	if s.Epoch >= 0 && s.Epoch < t.nextEpoch {
+		t.nextEpoch = s.Epoch
+	}
+	return nil
+}
+
 // NextEpoch returns the epoch the next Begin presumes (MosaicML next_epoch).
 func (t *Tracker) NextEpoch() int64 { return t.nextEpoch }
 

@@ -573,6 +573,18 @@ func (d *Dataset) Load(s plan.State) error {
 	return nil
 }
 
+// Continue registers a state that continues an epoch this Dataset may
+// already have begun (plan.Tracker.Continue): the next NewEpoch plays the
+// state's epoch from its sample_in_epoch even if that epoch began before.
+func (d *Dataset) Continue(s plan.State) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.tracker.Continue(s); err != nil {
+		return fmt.Errorf("stream: %w", err)
+	}
+	return nil
+}
+
 // State returns the state dict to save after this rank has yielded
 // samplesYielded samples of the current epoch (MosaicML's
 // StreamingDataLoader.state_dict; every rank is assumed to be as far).
