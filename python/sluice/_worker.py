@@ -101,6 +101,17 @@ def in_worker():
     return get_worker_info() is not None
 
 
+def num_workers():
+    """The number of workers of the DataLoader this worker process belongs
+    to (0 outside a worker)."""
+    try:
+        from torch.utils.data import get_worker_info
+    except ImportError:
+        return 0
+    info = get_worker_info()
+    return info.num_workers if info is not None else 0
+
+
 _watching = None  # the pid whose parent this process watches
 
 

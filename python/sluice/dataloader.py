@@ -106,6 +106,11 @@ class StreamingDataLoader(_DataLoader):
         from .dataset import StreamingDataset
 
         if _feed.eligible(self, StreamingDataset):
+            # The feed's workers are threads of this process (a worker
+            # process checks for itself in StreamingDataset.__iter__).
+            from .dataset import require_batch_size
+
+            require_batch_size(self.dataset, self.num_workers)
             for n, batch in _feed.batches(self):
                 self.num_samples_yielded += n
                 yield batch

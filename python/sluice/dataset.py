@@ -121,6 +121,20 @@ def _check_stream_class(st):
             "subclass's __getitem__" % (type(st).__name__, ", ".join(overridden)))
 
 
+
+def require_batch_size(dataset, num_workers):
+    """Raises ValueError (InvalidArgumentError) at iteration when the dataset
+    has no batch_size, as MosaicML does since it checks at iteration time:
+    the per-device batch size decides which samples each rank and worker
+    reads and what a resume state means, so it must equal the DataLoader's."""
+    if getattr(dataset, "batch_size", 0) is None:
+        where = "a DataLoader with %d workers" % num_workers if num_workers else "this process"
+        raise errors.InvalidArgumentError(
+            "StreamingDataset(batch_size=None) cannot be iterated (by %s): the per-device batch size "
+            "decides which samples each rank and worker reads and what a resume state means; pass "
+            "StreamingDataset(batch_size=...) the same value as the DataLoader's batch_size" % where)
+
+
 class StreamingDataset(_Base):
     """A MosaicML-compatible streaming dataset served by the Sluice agent.
 
@@ -432,6 +446,7 @@ class StreamingDataset(_Base):
             # shared-memory file per tensor (see _worker).
             _worker.install_small_tensor_pickling()
             _worker.watch_parent()
+        require_batch_size(self, _worker.num_workers())
         if self._info is None:
             self._connection(world)
         conn, begun = self._begin(world, {"resume": self._resume} if self._resume is not None else {})

@@ -92,6 +92,30 @@ class CompatTest(helpers.AgentCase):
                     sluice.StreamingDataset(remote=remote, local=self.local("idxc-" + name))
                 self.assertIsInstance(cm.exception, sluice.SluiceError)
 
+    def test_batch_size_required_at_iteration(self):
+        # MosaicML checks at iteration time that batch_size was given; the
+        # error is a ValueError naming what to pass, for a plain iteration,
+        # torch's worker processes and Sluice's threaded feed alike.
+        ds = sluice.StreamingDataset(remote=self.remote, local=self.local("nobatch"))
+        self.assertEqual(ds[3]["id"], 3)  # random access needs no batch size
+        with self.assertRaisesRegex(ValueError, "batch_size=None.*DataLoader's batch_size"):
+            next(iter(ds))
+        for feed in ("threads", "workers"):
+            with self.subTest(feed=feed):
+                old = os.environ.get("SLUICE_FEED")
+                os.environ["SLUICE_FEED"] = feed
+                try:
+                    loader = sluice.StreamingDataLoader(ds, batch_size=4, num_workers=2)
+                    with self.assertRaisesRegex(Exception, "batch_size=None") as cm:
+                        next(iter(loader))
+                    self.assertIn("2 workers", str(cm.exception))
+                    del loader
+                finally:
+                    if old is None:
+                        os.environ.pop("SLUICE_FEED", None)
+                    else:
+                        os.environ["SLUICE_FEED"] = old
+
     def test_user_warnings_and_unsupported_shard_api(self):
         with warnings.catch_warnings(record=True) as got:
             warnings.simplefilter("always")
