@@ -141,11 +141,12 @@ func (p *bucketPool) openWithEnv(ctx context.Context, u *url.URL, e jobEnv) (sto
 	return p.base.Open(ctx, u.String())
 }
 
-// s3Options builds the S3 options of a job: URL query options first, then
-// the job's S3_ENDPOINT_URL / AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL,
+// s3Options builds the S3 options of a job from the job's
+// S3_ENDPOINT_URL / AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL,
 // AWS_REGION / AWS_DEFAULT_REGION, AWS_PROFILE, AWS_CONFIG_FILE,
 // AWS_SHARED_CREDENTIALS_FILE and AWS_ACCESS_KEY_ID /
-// AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN.
+// AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, with the URL's query options
+// (s3store.Options.ApplyQuery) over them.
 func s3Options(u *url.URL, e jobEnv) (*s3store.Options, error) {
 	o := &s3store.Options{
 		Endpoint: e.get("S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
@@ -164,28 +165,8 @@ func s3Options(u *url.URL, e jobEnv) (*s3store.Options, error) {
 		}
 		o.Credentials = credentials.NewStaticCredentialsProvider(id, secret, e.get("AWS_SESSION_TOKEN"))
 	}
-	for k, vs := range u.Query() {
-		v := vs[len(vs)-1]
-		var err error
-		switch k {
-		case "region":
-			o.Region = v
-		case "endpoint":
-			o.Endpoint = v
-		case "profile":
-			o.Profile = v
-		case "requester_pays":
-			o.RequesterPays, err = strconv.ParseBool(v)
-		case "anonymous":
-			o.Anonymous, err = strconv.ParseBool(v)
-		case "virtual_host":
-			o.VirtualHostStyle, err = strconv.ParseBool(v)
-		default:
-			return nil, fmt.Errorf("unknown option %q (known: region, endpoint, profile, requester_pays, anonymous, virtual_host)", k)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("option %s=%q: want true or false", k, v)
-		}
+	if err := o.ApplyQuery(u.Query()); err != nil {
+		return nil, err
 	}
 	return o, nil
 }

@@ -116,30 +116,41 @@ func Open(ctx context.Context, u *url.URL) (storage.Bucket, error) {
 // optionsFromQuery reads the URL query options of the package doc.
 func optionsFromQuery(q url.Values) (*Options, error) {
 	opts := &Options{}
+	if err := opts.ApplyQuery(q); err != nil {
+		return nil, err
+	}
+	return opts, nil
+}
+
+// ApplyQuery sets the options an s3:// URL's query names (region,
+// endpoint, profile, requester_pays, anonymous, virtual_host; see the
+// package doc) on o, over what o already holds. An unknown option or a
+// flag that is not true/false is an error.
+func (o *Options) ApplyQuery(q url.Values) error {
 	for k, vs := range q {
 		v := vs[len(vs)-1]
 		var err error
 		switch k {
 		case "region":
-			opts.Region = v
+			o.Region = v
 		case "endpoint":
-			opts.Endpoint = v
+			o.Endpoint = v
 		case "profile":
-			opts.Profile = v
+			o.Profile = v
 		case "requester_pays":
-			opts.RequesterPays, err = strconv.ParseBool(v)
+			o.RequesterPays, err = strconv.ParseBool(v)
 		case "anonymous":
-			opts.Anonymous, err = strconv.ParseBool(v)
+			o.Anonymous, err = strconv.ParseBool(v)
 		case "virtual_host":
-			opts.VirtualHostStyle, err = strconv.ParseBool(v)
+			o.VirtualHostStyle, err = strconv.ParseBool(v)
 		default:
-			return nil, fmt.Errorf("unknown option %q (known: region, endpoint, profile, requester_pays, anonymous, virtual_host)", k)
+			return fmt.Errorf("unknown option %q (known: region, endpoint, profile, requester_pays, anonymous, virtual_host)", k)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("option %s=%q: want true or false", k, v)
+			return fmt.Errorf("option %s=%q: want true or false", k, v)
 		}
 	}
-	return opts, nil
+	return nil
 }
 
 // New returns a Bucket on bucket with keys under prefix. It loads the AWS
