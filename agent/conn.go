@@ -306,32 +306,6 @@ func checkWorld(w agentapi.World) error {
 // has moved on to (see iteration.run).
 const servedShards = 3
 
-// maxAhead bounds the shards an iteration buffers under a generous cache
-// limit (the buffer's length, iterBuffer, bounds it too).
-const maxAhead = 64
-
-// aheadFor returns how many shards each of consumers iterations may
-// buffer ahead of its client under ds's cache limit: the most, up to
-// maxAhead, for which the limit still holds every consumer's two batches'
-// shards plus that many and one being fetched (the check begin makes with
-// ahead 1). Never less than 1.
-func aheadFor(ds *stream.Dataset, consumers int) int {
-	fits := func(k int) bool { return ds.CheckLimit(consumers*(servedShards-1+k)) == nil }
-	lo, hi := 1, maxAhead
-	if fits(hi) {
-		return hi
-	}
-	for lo+1 < hi { // fits(lo) or lo == 1; !fits(hi)
-		m := (lo + hi) / 2
-		if fits(m) {
-			lo = m
-		} else {
-			hi = m
-		}
-	}
-	return lo
-}
-
 // begin starts one worker's iteration of its next epoch, on the job's
 // cursor for that (rank, worker): the cursor's tracker applies MosaicML's
 // epoch counter and resume rules.
@@ -380,7 +354,14 @@ func (c *conn) begin(ctx context.Context, req agentapi.Begin) (agentapi.Begun, e
 	spec := ep.Spec()
 	ahead := 0
 	if h.ds.opts.Cache != nil && h.ds.opts.Cache.Limit() > 0 {
-		ahead = aheadFor(h.ds.ds, max(req.World.LocalWorldSize, 1)*max(req.World.NumWorkers, 1))
+		// One shard ahead of the client: the bound the limit check above
+		// guarantees progress for. Sizing it to the room the limit leaves
+		// for this begin's shape (aheadFor) let iterations of other shapes
+		// on the same cache (a 0-worker epoch before a 2-worker one, other
+		// jobs) fill it, and a worker stalled (test_wds_dist, 1 CI run in
+		// 4); a larger read-ahead needs demand fetches to take precedence
+		// over other iterations' read-ahead first.
+		ahead = 1
 	}
 	it, err := startIteration(ep, req.World.Worker, req.Skip, h.ds.shardBytes, ahead)
 	if err != nil {

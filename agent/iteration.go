@@ -81,9 +81,7 @@ func (it *iteration) run(ctx context.Context, sit *stream.Iterator, skip int64, 
 		// client has not finished taking: every buffered location holds a
 		// lease, and leases that run far ahead on every worker can fill the
 		// limit so that another worker's next shard never finds room. The
-		// agent sizes ahead to the room the limit leaves (aheadFor); a
-		// tight limit gives 1, a generous one lets the buffer run ahead as
-		// without a limit (full batches, fewer round trips).
+		// agent passes 1 under a limit (see begin).
 		if ahead > 0 && loc.Shard != lastShard && lastShard >= 0 {
 			ends = append(ends, pushed)
 			if !it.waitShards(ctx, &ends, pushed, ahead) {
