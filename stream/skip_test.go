@@ -55,8 +55,10 @@ func TestSkipFetchesNothing(t *testing.T) {
 			t.Fatalf("sample %d after Skip: %d, want %d", i, id, want[skip+i])
 		}
 	}
-	// Only shards holding samples after the skip (and, at most, the first
-	// shard the prefetcher may have started before Skip) were downloaded.
+	// Only shards holding samples after the skip (and, at most, the two
+	// shards the prefetcher may have started before Skip reached it: the
+	// first one, and the next under Predownload 1) were downloaded; the
+	// skipped part spans about 16 shards.
 	need := map[int]bool{}
 	for _, id := range got {
 		shard, _, err := ds.Planner().Locate(id)
@@ -71,8 +73,8 @@ func TestSkipFetchesNothing(t *testing.T) {
 			shards++
 		}
 	}
-	if shards > len(need)+1 {
-		t.Fatalf("%d shards downloaded, want at most %d (the skipped ones were fetched)", shards, len(need)+1)
+	if shards > len(need)+2 {
+		t.Fatalf("%d shards downloaded, want at most %d (the skipped ones were fetched)", shards, len(need)+2)
 	}
 	if it.Skip(10) != 0 {
 		t.Fatal("Skip at the end passed over samples")
