@@ -94,6 +94,9 @@ type Event struct {
 	Attempt int           // the attempt that failed, from 1
 	Err     error         // its error
 	Delay   time.Duration // the wait before the next attempt
+	// Cause classifies Err: CauseThrottled, CauseTimeout, CauseStall,
+	// CauseServer or CauseOther (see Cause).
+	Cause string
 }
 
 func (o *Options) withDefaults() (Options, error) {
@@ -274,7 +277,7 @@ func (b *Bucket) wait(ctx context.Context, op, url string, failures int, err err
 	}
 	d := b.delay(failures, err)
 	if b.opts.OnRetry != nil {
-		b.opts.OnRetry(Event{Op: op, URL: url, Attempt: failures, Err: err, Delay: d})
+		b.opts.OnRetry(Event{Op: op, URL: url, Attempt: failures, Err: err, Delay: d, Cause: Cause(err)})
 	}
 	if serr := b.opts.Sleep(ctx, d); serr != nil {
 		return fmt.Errorf("%w (while waiting to retry after: %v)", serr, err)
