@@ -28,7 +28,8 @@ type openShard struct {
 	path  string       // raw data file
 	meta  string       // raw meta file of a split-format (json, csv, tsv, xsv) shard
 	r     format.Shard
-	refs  int // guarded by shardTable.mu
+	url   string // a tar shard's URL, WebDataset's __url__ of its samples
+	refs  int    // guarded by shardTable.mu
 }
 
 // sample decodes sample j.
@@ -40,7 +41,11 @@ func (o *openShard) sample(j int) (format.Sample, error) {
 	if !ok {
 		return nil, fmt.Errorf("stream: shard %s cannot decode samples", o.path)
 	}
-	return s.Sample(j)
+	out, err := s.Sample(j)
+	if err == nil && o.url != "" {
+		out[wds.URLField] = o.url
+	}
+	return out, err
 }
 
 // shardTable shares opened shards between the dataset's readers.
@@ -120,6 +125,9 @@ func (d *Dataset) open(ctx context.Context, shard int, early bool) (*openShard, 
 	ref := d.shards[shard]
 	st := d.streams[ref.stream]
 	o := &openShard{shard: shard}
+	if ref.info.Format == wds.Format {
+		o.url = d.ShardURL(shard)
+	}
 	hit := true
 	if st.cds != nil {
 		// Missing shards are downloaded through this dataset's own store

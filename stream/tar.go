@@ -108,14 +108,16 @@ func ReadTarIndex(ctx context.Context, b storage.Bucket, keys []string) (*format
 }
 
 // ShardURL returns where a global shard comes from: its URL in the store,
-// or its path for a local stream (WebDataset's __url__ for tar shards).
+// or its path for a local stream, with any credentials redacted
+// (storage.RedactURL). For a tar shard it is WebDataset's __url__ of its
+// samples: the URL as the spec names it, after brace expansion.
 func (d *Dataset) ShardURL(shard int) string {
 	ref := d.shards[shard]
 	st := d.streams[ref.stream]
 	if st.bucket == nil {
 		return filepath.Join(st.dir, filepath.FromSlash(ref.info.RawData.Basename))
 	}
-	return strings.TrimPrefix(st.bucket.URL(ref.info.RawData.Basename), "file://")
+	return storage.RedactURL(strings.TrimPrefix(st.bucket.URL(ref.info.RawData.Basename), "file://"))
 }
 
 // tarIndexCache keeps each tar shard file's scanned sample layout, keyed by

@@ -129,8 +129,11 @@ func TestTarFixturesThroughGet(t *testing.T) {
 				if s[wds.KeyField] != w.Key {
 					t.Errorf("sample %d: key %q, want %q", i, s[wds.KeyField], w.Key)
 				}
-				if len(s) != len(w.Fields)+1 {
-					t.Errorf("sample %d: %d fields, want %d", i, len(s)-1, len(w.Fields))
+				if u := "mem://data/" + w.URL; s[wds.URLField] != u {
+					t.Errorf("sample %d: __url__ %q, want %q", i, s[wds.URLField], u)
+				}
+				if len(s) != len(w.Fields)+2 {
+					t.Errorf("sample %d: %d fields, want %d", i, len(s)-2, len(w.Fields))
 				}
 				for f, wf := range w.Fields {
 					v, _ := s[f].([]byte)

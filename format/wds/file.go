@@ -15,6 +15,11 @@ const Format = "wds"
 // WebDataset's __key__.
 const KeyField = "__key__"
 
+// URLField is the name under which the streaming engine adds a tar
+// sample's shard URL, as WebDataset's __url__ (File.Sample, which knows no
+// URL, leaves it out).
+const URLField = "__url__"
+
 // File is one tar shard on local disk, mapped into memory: the
 // format.Shard the streaming engine reads. Record returns the raw tar bytes
 // of one sample (its headers and data, a valid tar stream by itself). It is
