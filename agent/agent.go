@@ -95,6 +95,10 @@ type Agent struct {
 	// registry opens through it. Both nil without Options.Registry.
 	pool     *bucketPool
 	registry *storage.Registry
+
+	// retries counts the retries of every store the agent opens (its
+	// datasets' policy is Options.Retry hooked by it).
+	retries retry.Counts
 }
 
 // New returns an Agent.
@@ -126,6 +130,7 @@ func New(opts *Options) (*Agent, error) {
 		caches:   map[string]*cache.Cache{},
 	}
 	a.gone = sync.NewCond(&a.mu)
+	a.opts.Retry = a.retries.Hook(o.Retry)
 	if o.Registry != nil {
 		a.pool = &bucketPool{base: o.Registry}
 		a.registry = a.pool.registry()

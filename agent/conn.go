@@ -190,6 +190,16 @@ func (c *conn) handle(ctx context.Context, f agentapi.Frame) (any, []byte, error
 		return c.a.epochInfo(h.job, req.Rank), nil, nil
 	case agentapi.OpStats:
 		return c.a.stats(), nil, nil
+	case agentapi.OpMetrics:
+		var req agentapi.MetricsQuery
+		if err := decode(f, &req); err != nil {
+			return nil, nil, err
+		}
+		h, err := c.handleOf(req.Handle)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c.a.jobMetrics(ctx, h.job, req.Rank), nil, nil
 	default:
 		return nil, nil, badRequestf("unknown op %q", op)
 	}

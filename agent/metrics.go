@@ -5,7 +5,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/sluicedata/sluice/agentapi"
 	"github.com/sluicedata/sluice/metrics"
+	"github.com/sluicedata/sluice/stream"
 )
 
 // usageTimeout bounds the cache-usage read of one scrape.
@@ -67,5 +69,55 @@ func (a *Agent) MetricsSnapshot() metrics.Snapshot {
 		}
 	}
 	s.Caches = caches
+	for _, rc := range a.retries.Snapshot() {
+		s.Retries = append(s.Retries, metrics.Retry{Op: rc.Op, Cause: rc.Cause, N: rc.N})
+	}
 	return s
+}
+
+// jobMetrics answers a metrics request: the figures of job j's cursors of
+// rank (every rank when nil) summed, the dataset's cache figures, and the
+// agent's store retries.
+func (a *Agent) jobMetrics(ctx context.Context, j *job, rank *int) agentapi.Metrics {
+	out := agentapi.Metrics{Op: agentapi.OpMetrics}
+	var first time.Duration
+	a.mu.Lock()
+	cursors := make([]*stream.Dataset, 0, len(j.cursors))
+	for k, c := range j.cursors {
+		if rank == nil || k[0] == *rank {
+			cursors = append(cursors, c)
+		}
+	}
+	a.mu.Unlock()
+	for _, c := range cursors {
+		st := c.Stats()
+		out.Workers++
+		out.Samples += st.Samples
+		out.Bytes += st.Bytes
+		out.WaitSeconds += st.Wait.Seconds()
+		out.CacheHits += st.Hits
+		out.CacheMisses += st.Misses
+		out.PrefetchedShards += st.Prefetched
+		if st.FirstSample > 0 && (first == 0 || st.FirstSample < first) {
+			first = st.FirstSample
+		}
+	}
+	out.FirstSampleSeconds = first.Seconds()
+	// The cache's downloads are per cache dataset, which every cursor of
+	// the dataset shares: count them once, from the shared dataset.
+	ds := j.ds.ds.Stats()
+	out.Downloads, out.BytesFetched, out.Evictions = ds.Downloads, ds.BytesFetched, ds.Evictions
+	if c := j.ds.opts.Cache; c != nil {
+		out.CacheLimit = c.Limit()
+		uctx, cancel := context.WithTimeout(ctx, usageTimeout)
+		if n, err := c.Usage(uctx); err == nil {
+			out.CacheBytes = n
+		}
+		cancel()
+	}
+	for _, rc := range a.retries.Snapshot() {
+		out.StoreRetries += rc.N
+		out.RetriesBy = append(out.RetriesBy, agentapi.RetryCount{Op: rc.Op, Cause: rc.Cause, N: rc.N})
+	}
+	return out
 }

@@ -64,10 +64,18 @@ type Cache struct {
 	Downloads, BytesFetched, Evictions int64
 }
 
+// Retry is the number of store retries of one operation for one cause
+// (storage/retry.Count).
+type Retry struct {
+	Op, Cause string
+	N         int64
+}
+
 // Snapshot is what a scrape reports.
 type Snapshot struct {
-	Ranks  []Rank
-	Caches []Cache
+	Ranks   []Rank
+	Caches  []Cache
+	Retries []Retry
 }
 
 // Collector is a prometheus.Collector over a Snapshot function, called
@@ -77,6 +85,7 @@ type Collector struct {
 
 	samples, bytes, wait, first, hits, misses, ahead  *prometheus.Desc
 	cacheBytes, cacheLimit, downloads, fetched, evict *prometheus.Desc
+	retries                                           *prometheus.Desc
 }
 
 // NewCollector returns a Collector calling snap at each scrape. snap must
@@ -98,13 +107,16 @@ func NewCollector(snap func() Snapshot) *Collector {
 		downloads:  prometheus.NewDesc("sluice_cache_downloads_total", "Files this process downloaded into the cache.", cl, nil),
 		fetched:    prometheus.NewDesc("sluice_cache_fetched_bytes_total", "Bytes this process downloaded into the cache.", cl, nil),
 		evict:      prometheus.NewDesc("sluice_cache_evictions_total", "Shards this process evicted.", cl, nil),
+		retries: prometheus.NewDesc("sluice_store_retries_total",
+			"Store requests retried after a failed attempt, by operation and cause (throttled, timeout, stall, server, other).",
+			[]string{"op", "cause"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.samples, c.bytes, c.wait, c.first, c.hits, c.misses, c.ahead,
-		c.cacheBytes, c.cacheLimit, c.downloads, c.fetched, c.evict} {
+		c.cacheBytes, c.cacheLimit, c.downloads, c.fetched, c.evict, c.retries} {
 		ch <- d
 	}
 }
@@ -154,6 +166,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.downloads, prometheus.CounterValue, float64(cc.Downloads), cc.Dir)
 		ch <- prometheus.MustNewConstMetric(c.fetched, prometheus.CounterValue, float64(cc.BytesFetched), cc.Dir)
 		ch <- prometheus.MustNewConstMetric(c.evict, prometheus.CounterValue, float64(cc.Evictions), cc.Dir)
+	}
+	for _, r := range s.Retries {
+		ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(r.N), r.Op, r.Cause)
 	}
 }
 
