@@ -162,11 +162,11 @@ type Cache struct {
 	wake chan struct{}
 	// clock orders accesses for LRU.
 	clock int64
-	// gen counts signals; noRoomGen and noRoomDist remember the last
-	// prefetch refused for space, so that prefetches needed no sooner fail
-	// without rescanning until something changes in this process.
-	gen, noRoomGen int64
-	noRoomDist     int64
+	// gen counts signals; refusals remembers the last prefetch refused
+	// for space, so that prefetches needed no sooner fail without
+	// rescanning until something changes in this process.
+	gen      int64
+	refusals Refusals
 
 	stats counters
 }
@@ -234,7 +234,7 @@ func Open(ctx context.Context, dir string, opts *Options) (*Cache, error) {
 	bg, cancel := context.WithCancel(context.Background())
 	c := &Cache{
 		dir: abs, opts: o, lockFile: lf, usageFile: uf, bg: bg, cancel: cancel,
-		futures: make(map[*futureReg]struct{}), wake: make(chan struct{}), noRoomGen: -1,
+		futures: make(map[*futureReg]struct{}), wake: make(chan struct{}),
 	}
 	err = c.locked(ctx, func() error {
 		n, err := c.recount()

@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -945,6 +944,3 @@ func (d *Dataset) openLeased(ctx context.Context, shard int, wait bool) (*os.Fil
 		return f, nil
 	}
 }
-
-// infinity is the distance of a shard no consumer plans to use.
-const infinity = math.MaxInt64

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"sort"
+	"slices"
 	"time"
 )
 
@@ -53,7 +53,7 @@ func (c *Cache) reserve(ctx context.Context, n, distance int64, demand bool, d *
 		// A prefetch needed no sooner than one just refused, with nothing
 		// changed since in this process, is refused without a rescan.
 		c.mu.Lock()
-		refused := c.noRoomGen == c.gen && distance >= c.noRoomDist
+		refused := c.refusals.Refused(c.gen, distance)
 		c.mu.Unlock()
 		if refused {
 			return fmt.Errorf("%w: prefetch needs %d bytes; shards needed sooner fill the cache", ErrNoSpace, n)
@@ -107,8 +107,8 @@ func (c *Cache) reserve(ctx context.Context, n, distance int64, demand bool, d *
 		}
 		if !demand {
 			c.mu.Lock()
-			if c.gen == gen && (c.noRoomGen != gen || distance < c.noRoomDist) {
-				c.noRoomGen, c.noRoomDist = gen, distance
+			if c.gen == gen {
+				c.refusals.Note(gen, distance)
 			}
 			c.mu.Unlock()
 			return fmt.Errorf("%w: prefetch needs %d bytes, %d of %d in use by shards needed sooner", ErrNoSpace, n, usage, lim)
@@ -120,17 +120,18 @@ func (c *Cache) reserve(ctx context.Context, n, distance int64, demand bool, d *
 	}
 }
 
+// candidate is an eviction candidate of a dataset: the shard and the
+// policy's view of it.
 type candidate struct {
-	d       *Dataset
-	shard   int
-	class   int // 0: unplanned here, 1: another process's dataset, 2: planned
-	dist    int64
-	lastUse int64 // Cache.clock, or the file's mtime for class 1
+	d     *Dataset
+	shard int
+	p     Candidate // LastUse: Cache.clock, or the file's mtime for Foreign
 }
 
 // evict deletes unleased shards until at least need bytes are freed or no
 // candidate is left, and returns the bytes freed. Call under the directory
-// lock.
+// lock. The choice is the policy's (policy.go): candidates in
+// CompareCandidates order, as long as MayEvict allows.
 func (c *Cache) evict(need, distance int64, demand bool, self *Dataset, selfShard int) int64 {
 	dist := make(map[*Dataset]map[int]int64)
 	c.mu.Lock()
@@ -154,8 +155,8 @@ func (c *Cache) evict(need, distance int64, demand bool, self *Dataset, selfShar
 	}
 	var cands []candidate
 	for _, d := range datasets {
-		if !d.remote {
-			continue // local-only data is never deleted
+		if !Evictable(false, false, !d.remote) {
+			continue // no shard of local-only data is a candidate
 		}
 		for i := range d.st {
 			if d == self && i == selfShard {
@@ -164,15 +165,11 @@ func (c *Cache) evict(need, distance int64, demand bool, self *Dataset, selfShar
 			c.mu.Lock()
 			st := d.st[i]
 			c.mu.Unlock()
-			if st.refs > 0 || st.flight != nil {
+			if !Evictable(st.refs > 0, st.flight != nil, !d.remote) {
 				continue
 			}
 			dd, ok := dist[d][i]
-			class := 2
-			if !ok {
-				dd, class = infinity, 0
-			}
-			cands = append(cands, candidate{d: d, shard: i, class: class, dist: dd, lastUse: st.lastUse})
+			cands = append(cands, candidate{d: d, shard: i, p: NewCandidate(ok, dd, st.lastUse)})
 		}
 	}
 	// Datasets registered only by other processes: their plans are not
@@ -187,25 +184,13 @@ func (c *Cache) evict(need, distance int64, demand bool, self *Dataset, selfShar
 			if err != nil {
 				continue
 			}
-			cands = append(cands, candidate{d: d, shard: i, class: 1, dist: infinity, lastUse: fi.ModTime().UnixNano()})
+			cands = append(cands, candidate{d: d, shard: i, p: Candidate{Class: Foreign, Dist: Far, LastUse: fi.ModTime().UnixNano()}})
 		}
 	}
-	sort.SliceStable(cands, func(a, b int) bool {
-		x, y := cands[a], cands[b]
-		if x.class != y.class {
-			return x.class < y.class
-		}
-		if x.dist != y.dist {
-			return x.dist > y.dist
-		}
-		return x.lastUse < y.lastUse
-	})
+	slices.SortStableFunc(cands, func(x, y candidate) int { return CompareCandidates(x.p, y.p) })
 	var freed int64
 	for _, cd := range cands {
-		if freed >= need {
-			break
-		}
-		if !demand && cd.dist <= distance {
+		if freed >= need || !MayEvict(cd.p, distance, demand) {
 			break
 		}
 		freed += cd.d.evictShard(cd.shard)
