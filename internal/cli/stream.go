@@ -190,6 +190,8 @@ type streamReport struct {
 	Downloads         int64           `json:"downloads"`
 	BytesFetched      int64           `json:"bytes_fetched"`
 	Evictions         int64           `json:"evictions"`
+	StoreRetries      int64           `json:"store_retries"`
+	RetriesBy         []retryCount    `json:"retries_by,omitempty"`
 	State             json.RawMessage `json:"state"`
 }
 
@@ -202,6 +204,7 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 		mode = "none"
 	}
 	mode = mode.resolve(e.stderr)
+	var retries retry.Counts // every store retry of the run, for the report
 	opts := &stream.Options{
 		Split: f.split, Registry: e.registry, Shuffle: f.shuffle, ShuffleAlgo: f.shuffleAlgo,
 		ShuffleBlockSize: f.shuffleBlockSize, NumCanonicalNodes: f.numCanonicalNodes,
@@ -209,8 +212,8 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 		SamplingGranularity: f.samplingGranularity, BatchingMethod: f.batchingMethod,
 		Predownload: f.predownload, DownloadRetry: f.downloadRetry, DownloadTimeout: f.downloadTimeout,
 		ValidateHash: f.validateHash, KeepZip: f.keepZip,
-		Retry: &retry.Options{MaxAttempts: f.retryAttempts, InitialBackoff: f.retryBackoff,
-			MaxBackoff: f.retryMaxBackoff, ThrottleBackoff: f.throttleBackoff, StallTimeout: f.stallTimeout},
+		Retry: retries.Hook(&retry.Options{MaxAttempts: f.retryAttempts, InitialBackoff: f.retryBackoff,
+			MaxBackoff: f.retryMaxBackoff, ThrottleBackoff: f.throttleBackoff, StallTimeout: f.stallTimeout}),
 		CacheSharedGroup: f.cacheGroup,
 	}
 	if f.retryAttempts < 1 {
@@ -380,7 +383,10 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 		SamplesPerS: s.SamplesPerSecond(), MBPerS: s.BytesPerSecond() / 1e6,
 		FirstSampleS: s.FirstSample.Seconds(), WaitS: s.Wait.Seconds(),
 		Hits: s.Hits, Misses: s.Misses, Downloads: cs.Downloads, BytesFetched: cs.BytesFetched,
-		Evictions: cs.Evictions, State: stateJSON,
+		Evictions: cs.Evictions, State: stateJSON, StoreRetries: retries.Total(),
+	}
+	for _, rc := range retries.Snapshot() {
+		r.RetriesBy = append(r.RetriesBy, retryCount{Op: rc.Op, Cause: rc.Cause, N: rc.N})
 	}
 	if f.stepTime > 0 {
 		v := s.InputWaitFraction(f.stepTime, batch)
@@ -398,6 +404,13 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 	return nil
 }
 
+// retryCount is one operation's retries for one cause in the report.
+type retryCount struct {
+	Op    string `json:"op"`
+	Cause string `json:"cause"`
+	N     int64  `json:"n"`
+}
+
 func printStreamReport(w io.Writer, r *streamReport, f *streamFlags) {
 	fmt.Fprintf(w, "rank %d of %d, epoch %d (from sample %d of the epoch)\n", r.Rank, r.WorldSize, r.Epoch, r.SampleInEpoch)
 	fmt.Fprintf(w, "streamed %d samples (%.1f MB) in %.3fs: %.0f samples/s, %.1f MB/s\n",
@@ -409,6 +422,13 @@ func printStreamReport(w io.Writer, r *streamReport, f *streamFlags) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "cache: %d hits, %d misses, %d downloads (%.1f MB fetched), %d evictions\n",
 		r.Hits, r.Misses, r.Downloads, float64(r.BytesFetched)/1e6, r.Evictions)
+	if r.StoreRetries > 0 {
+		fmt.Fprintf(w, "store retries: %d", r.StoreRetries)
+		for _, rc := range r.RetriesBy {
+			fmt.Fprintf(w, " (%s %s: %d)", rc.Op, rc.Cause, rc.N)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "state: %s\n", r.State)
 	if f.saveState != "" {
 		fmt.Fprintf(w, "state saved to %s\n", f.saveState)
