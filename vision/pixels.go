@@ -3,6 +3,7 @@ package vision
 import (
 	"image"
 	"image/color"
+	"math"
 )
 
 // scratch holds a worker's reusable buffers.
@@ -18,7 +19,7 @@ func grow(b []byte, n int) []byte {
 	return make([]byte, n)
 }
 
-// toRGB converts the crop rectangle r of img to packed RGB (alpha is
+// toRGB converts the rectangle r of img to packed RGB (alpha is
 // dropped, as PIL's convert("RGB") does).
 func toRGB(s *scratch, img image.Image, r image.Rectangle) []byte {
 	w, h := r.Dx(), r.Dy()
@@ -100,20 +101,28 @@ type coeffs struct {
 
 const precision = 22
 
-func (c *coeffs) compute(in, out int) {
-	scale := float64(in) / float64(out)
+// compute sets the weights that resample the span [in0, in1) of an axis
+// of in samples to out samples, as PIL's resize with a box does: the
+// filter may read samples outside the span, inside the axis.
+func (c *coeffs) compute(in int, in0, in1 float64, out int) {
+	scale := (in1 - in0) / float64(out)
 	fs := max(scale, 1)
 	support := fs
-	c.max = int(support*2) + 2
+	c.max = int(math.Ceil(support))*2 + 1
 	c.start = c.start[:0]
 	c.n = c.n[:0]
 	c.k = append(c.k[:0], make([]int32, out*c.max)...)
-	var w []float64
+	var w [64]float64
+	ww := w[:0]
+	if c.max > len(w) {
+		ww = make([]float64, 0, c.max)
+	}
 	for xx := range out {
-		center := (float64(xx) + 0.5) * scale
+		center := in0 + (float64(xx)+0.5)*scale
 		lo := max(int(center-support+0.5), 0)
 		hi := min(int(center+support+0.5), in)
-		w = w[:0]
+		hi = max(min(hi, lo+c.max), lo)
+		ww = ww[:0]
 		sum := 0.0
 		for x := lo; x < hi; x++ {
 			d := (float64(x) - center + 0.5) / fs
@@ -124,10 +133,10 @@ func (c *coeffs) compute(in, out int) {
 			if d < 1 {
 				v = 1 - d
 			}
-			w = append(w, v)
+			ww = append(ww, v)
 			sum += v
 		}
-		for i, v := range w {
+		for i, v := range ww {
 			if sum != 0 {
 				v /= sum
 			}
@@ -144,6 +153,36 @@ func (c *coeffs) compute(in, out int) {
 	}
 }
 
+// span returns the input samples [lo, hi) the weights read.
+func (c *coeffs) span() (lo, hi int) {
+	lo, hi = int(c.start[0]), 0
+	for i, s := range c.start {
+		lo = min(lo, int(s))
+		hi = max(hi, int(s+c.n[i]))
+	}
+	return lo, max(hi, lo+1)
+}
+
+// shift makes the weights index an input that starts at sample off.
+func (c *coeffs) shift(off int) {
+	for i := range c.start {
+		c.start[i] -= int32(off)
+	}
+}
+
+// identity reports whether the weights copy in samples one to one.
+func (c *coeffs) identity(in int) bool {
+	if len(c.start) != in {
+		return false
+	}
+	for i, s := range c.start {
+		if int(s) != i || c.n[i] != 1 && c.k[i*c.max+1] != 0 || c.k[i*c.max] != 1<<precision {
+			return false
+		}
+	}
+	return true
+}
+
 func clip8(v int32) byte {
 	v = (v + 1<<(precision-1)) >> precision
 	if v < 0 {
@@ -156,12 +195,12 @@ func clip8(v int32) byte {
 }
 
 // resample resizes packed RGB src (w × h) to ow × oh into dst in the given
-// layout, flipping horizontally if asked.
+// layout with the weights in s.kx and s.ky (computed and shifted to src),
+// flipping horizontally if asked.
 func resample(s *scratch, dst, src []byte, w, h, ow, oh int, flip bool, layout Layout) {
 	// Horizontal pass: src (w×h) -> tmp (ow×h).
 	tmp := src
-	if ow != w {
-		s.kx.compute(w, ow)
+	if !s.kx.identity(w) {
 		s.tmp = grow(s.tmp, ow*h*3)
 		tmp = s.tmp
 		for y := range h {
@@ -195,7 +234,7 @@ func resample(s *scratch, dst, src []byte, w, h, ow, oh int, flip bool, layout L
 		i := (y*ow + x) * 3
 		dst[i], dst[i+1], dst[i+2] = r, g, b
 	}
-	if oh == h {
+	if s.ky.identity(h) {
 		for y := range oh {
 			row := tmp[y*ow*3:]
 			for x := range ow {
@@ -204,7 +243,6 @@ func resample(s *scratch, dst, src []byte, w, h, ow, oh int, flip bool, layout L
 		}
 		return
 	}
-	s.ky.compute(h, oh)
 	stride := ow * 3
 	for y := range oh {
 		st, n := int(s.ky.start[y]), int(s.ky.n[y])

@@ -5,8 +5,11 @@
 // resumed run, or another world size, sees the same augmentation of a
 // sample as the original run. DecodeBatch spreads a batch over all cores.
 //
-// It is pure Go (image/jpeg, image/png): the default static build needs no
-// C library. Nothing here does I/O.
+// The default build is pure Go (image/jpeg, image/png) and static. Built
+// with the libjpeg tag (and cgo), JPEGs are decoded by libjpeg-turbo
+// instead (package vision/libjpeg): only the rows and columns the crop's
+// resampling reads, at the smallest DCT scale N/8 that still gives the
+// crop at least the output's size. Nothing here does I/O.
 package vision
 
 import (
@@ -18,6 +21,8 @@ import (
 	"image/png"
 	"math"
 	"math/bits"
+
+	"github.com/sluicedata/sluice/vision/libjpeg"
 )
 
 // Layout is the order of the output array's dimensions.
@@ -64,6 +69,12 @@ type Spec struct {
 	// MaxPixels bounds an image's width × height; 0 means
 	// DefaultMaxPixels. Larger images fail before being decoded.
 	MaxPixels int64
+	// FullDecode makes libjpeg-turbo decode at full size before the
+	// resize, as PIL does (then the pixels are PIL's), instead of at the
+	// smallest DCT scale that still covers the output (a little softer,
+	// and faster when crops are large). The pure-Go decoder always decodes
+	// at full size.
+	FullDecode bool
 }
 
 // Check reports whether the spec is usable.
@@ -141,13 +152,33 @@ func Decode(dst, src []byte, spec *Spec, epoch, sample int64) (Image, error) {
 }
 
 func decode(dst, src []byte, spec *Spec, epoch, sample int64, sc *scratch) (Image, error) {
+	if sc == nil {
+		sc = new(scratch)
+	}
+	choose := func(w, h int) plan { return spec.plan(w, h, epoch, sample) }
+	if isJPEG(src) && libjpeg.Available {
+		if m, ok, err := decodeTurbo(dst, src, spec, choose, sc); ok || err != nil {
+			return m, err
+		}
+		// A CMYK or YCCK JPEG: libjpeg has no RGB conversion for it.
+	}
+	return decodeGo(dst, src, spec, choose, sc)
+}
+
+func isJPEG(src []byte) bool {
+	return len(src) >= 3 && src[0] == 0xff && src[1] == 0xd8 && src[2] == 0xff
+}
+
+// decodeGo decodes with the standard library's decoders.
+// choose gives the plan for an image of the size the header says.
+func decodeGo(dst, src []byte, spec *Spec, choose func(w, h int) plan, sc *scratch) (Image, error) {
 	var out Image
 	var cfg image.Config
 	var err error
-	isJPEG := len(src) >= 3 && src[0] == 0xff && src[1] == 0xd8 && src[2] == 0xff
+	jpg := isJPEG(src)
 	isPNG := len(src) >= 8 && string(src[:8]) == "\x89PNG\r\n\x1a\n"
 	switch {
-	case isJPEG:
+	case jpg:
 		cfg, err = jpeg.DecodeConfig(bytes.NewReader(src))
 	case isPNG:
 		cfg, err = png.DecodeConfig(bytes.NewReader(src))
@@ -157,11 +188,11 @@ func decode(dst, src []byte, spec *Spec, epoch, sample int64, sc *scratch) (Imag
 	if err != nil {
 		return out, fmt.Errorf("%w: %v", ErrImage, err)
 	}
-	if cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > spec.maxPixels() {
-		return out, fmt.Errorf("%w: %d×%d pixels (limit %d)", ErrImage, cfg.Width, cfg.Height, spec.maxPixels())
+	if err := spec.checkPixels(cfg.Width, cfg.Height); err != nil {
+		return out, err
 	}
 	var img image.Image
-	if isJPEG {
+	if jpg {
 		img, err = jpeg.Decode(bytes.NewReader(src))
 	} else {
 		img, err = png.Decode(bytes.NewReader(src))
@@ -173,28 +204,69 @@ func decode(dst, src []byte, spec *Spec, epoch, sample int64, sc *scratch) (Imag
 	if b.Dx() != cfg.Width || b.Dy() != cfg.Height {
 		return out, fmt.Errorf("%w: decoded %v, header says %d×%d", ErrImage, b, cfg.Width, cfg.Height)
 	}
-	rng := newRNG(spec.Seed, epoch, sample)
-	crop := b
-	if spec.RandomResizedCrop {
-		crop = randomCrop(&rng, b, spec.scale(), spec.ratio())
+	p := choose(b.Dx(), b.Dy())
+	// The window of source pixels the resampling filter reads.
+	win := sc.weights(b.Dx(), b.Dy(), p, 1)
+	win = win.Add(b.Min)
+	rgb := toRGB(sc, img, win)
+	sc.kx.shift(win.Min.X - b.Min.X)
+	sc.ky.shift(win.Min.Y - b.Min.Y)
+	return p.finish(sc, dst, rgb, win.Dx(), win.Dy(), spec.Layout), nil
+}
+
+func (s *Spec) checkPixels(w, h int) error {
+	if w <= 0 || h <= 0 || int64(w)*int64(h) > s.maxPixels() {
+		return fmt.Errorf("%w: %d×%d pixels (limit %d)", ErrImage, w, h, s.maxPixels())
 	}
-	flip := spec.Flip && rng.float64() < 0.5
-	oh, ow := crop.Dy(), crop.Dx()
-	if spec.Height > 0 {
-		oh, ow = spec.Height, spec.Width
+	return nil
+}
+
+// plan is what the per-sample seed chose for one image: the crop (in the
+// image's pixels), the flip, and the output size.
+type plan struct {
+	crop   image.Rectangle
+	flip   bool
+	ow, oh int
+}
+
+func (s *Spec) plan(w, h int, epoch, sample int64) plan {
+	rng := newRNG(s.Seed, epoch, sample)
+	b := image.Rect(0, 0, w, h)
+	p := plan{crop: b}
+	if s.RandomResizedCrop {
+		p.crop = randomCrop(&rng, b, s.scale(), s.ratio())
 	}
-	n := oh * ow * 3
+	p.flip = s.Flip && rng.float64() < 0.5
+	p.oh, p.ow = p.crop.Dy(), p.crop.Dx()
+	if s.Height > 0 {
+		p.oh, p.ow = s.Height, s.Width
+	}
+	return p
+}
+
+// weights computes the resampling weights of the plan's crop for an image
+// of w × h decoded at scale f (the crop's coordinates times f) and
+// returns the window of the decoded image they read.
+func (sc *scratch) weights(w, h int, p plan, f float64) image.Rectangle {
+	c := p.crop
+	sc.kx.compute(w, float64(c.Min.X)*f, float64(c.Max.X)*f, p.ow)
+	sc.ky.compute(h, float64(c.Min.Y)*f, float64(c.Max.Y)*f, p.oh)
+	x0, x1 := sc.kx.span()
+	y0, y1 := sc.ky.span()
+	return image.Rect(x0, y0, x1, y1)
+}
+
+// finish resamples the packed RGB window (w × h, the weights shifted to
+// it) into the output.
+func (p plan) finish(sc *scratch, dst, rgb []byte, w, h int, layout Layout) Image {
+	n := p.oh * p.ow * 3
 	if cap(dst) >= n {
 		dst = dst[:n]
 	} else {
 		dst = make([]byte, n)
 	}
-	if sc == nil {
-		sc = new(scratch)
-	}
-	rgb := toRGB(sc, img, crop)
-	resample(sc, dst, rgb, crop.Dx(), crop.Dy(), ow, oh, flip, spec.Layout)
-	return Image{Pix: dst, Height: oh, Width: ow, Crop: crop, Flipped: flip}, nil
+	resample(sc, dst, rgb, w, h, p.ow, p.oh, p.flip, layout)
+	return Image{Pix: dst, Height: p.oh, Width: p.ow, Crop: p.crop, Flipped: p.flip}
 }
 
 // randomCrop is torchvision's RandomResizedCrop.get_params.

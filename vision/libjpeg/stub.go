@@ -1,0 +1,27 @@
+//go:build !(libjpeg && cgo)
+
+package libjpeg
+
+// Available reports whether libjpeg-turbo is built in.
+const Available = false
+
+// Decoder is one image being decoded. Without libjpeg-turbo it cannot be
+// made.
+type Decoder struct{}
+
+// Open returns ErrUnavailable: the program was built without libjpeg-turbo.
+func Open(src []byte) (*Decoder, error) { return nil, ErrUnavailable }
+
+// Header is never reached without libjpeg-turbo.
+func (d *Decoder) Header() Header { return Header{} }
+
+// Start is never reached without libjpeg-turbo.
+func (d *Decoder) Start(num int, fast bool) (w, h int, err error) { return 0, 0, ErrUnavailable }
+
+// Read is never reached without libjpeg-turbo.
+func (d *Decoder) Read(dst []byte, x0, y0, x1, y1 int) (xoff, width int, err error) {
+	return 0, 0, ErrUnavailable
+}
+
+// Close does nothing without libjpeg-turbo.
+func (d *Decoder) Close() {}
