@@ -16,4 +16,12 @@ for pkg in $(go list ./...); do
     n=$((n + 1))
   done
 done
+# The libjpeg-turbo decoder's targets exist only with its build tag.
+for pkg in $(go list -tags libjpeg ./vision/...); do
+  for t in $(go test -tags libjpeg -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
+    echo "fuzz -tags libjpeg $pkg $t ($fuzzcount)"
+    go test -tags libjpeg -run='^$' -fuzz="^${t}\$" -fuzztime="$fuzzcount" -parallel=2 -timeout=5m "$pkg"
+    n=$((n + 1))
+  done
+done
 echo "fuzz: $n targets passed"

@@ -39,6 +39,8 @@ bash .ci/lint.sh
 
 step "go test -race"
 go test -race -count=1 -timeout 20m ./...
+# The libjpeg-turbo decoder (cgo, behind the libjpeg build tag).
+go test -race -count=1 -tags libjpeg ./vision/...
 
 step "fuzz (short)"
 bash .ci/fuzz.sh
