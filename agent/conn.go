@@ -34,6 +34,8 @@ type conn struct {
 	nextID    int
 	nextBatch int64
 	version   int
+
+	feed feedConn // feed batches (feed.go)
 }
 
 // leased is a batch whose locations the client has not released yet.
@@ -101,7 +103,7 @@ func (a *Agent) serveConn(ctx context.Context, c *conn) {
 			e := errorReply(err)
 			wbuf, _ = agentapi.AppendFrame(wbuf[:0], e, nil)
 		}
-		if _, err := c.nc.Write(wbuf); err != nil {
+		if err := c.write(wbuf); err != nil {
 			return
 		}
 		if cap(wbuf) > 16<<20 {
@@ -164,6 +166,8 @@ func (c *conn) handle(ctx context.Context, f agentapi.Frame) (any, []byte, error
 		}
 		c.release(req.Release)
 		return c.get(ctx, req)
+	case agentapi.OpFeed:
+		return c.feedNext(ctx, f)
 	case agentapi.OpRelease:
 		var req agentapi.Release
 		if err := decode(f, &req); err != nil {
@@ -383,6 +387,7 @@ func (c *conn) begin(ctx context.Context, req agentapi.Begin) (agentapi.Begun, e
 	id := c.nextID
 	c.iters[id] = it
 	c.mu.Unlock()
+	c.feedBegun(id, h.ds, spec)
 	out := agentapi.Begun{
 		Op:                   agentapi.OpBegin,
 		Iter:                 id,
@@ -561,6 +566,7 @@ func (c *conn) endIter(id int) {
 	if ok {
 		it.stop()
 	}
+	c.feedEnd(id)
 	for _, b := range drop {
 		releaseLocs(b.locs)
 	}
@@ -578,6 +584,7 @@ func (c *conn) releaseAll() {
 	for _, b := range batches {
 		releaseLocs(b.locs)
 	}
+	c.feedEndAll()
 	for _, h := range handles {
 		c.a.releaseJob(h.job)
 		c.a.releaseDataset(h.ds)

@@ -11,7 +11,8 @@ const (
 	// Version is the protocol version this package speaks.
 	//
 	//	1: hello, open, begin, next, release, end, get, epoch, stats.
-	Version = 1
+	//	2: feed (batches in shared memory, see feed.go).
+	Version = 2
 	// MinVersion is the oldest version an agent still accepts.
 	MinVersion = 1
 )
