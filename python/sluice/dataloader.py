@@ -16,7 +16,7 @@ replaced after construction) is counted MosaicML's way, see
 _get_batch_size.
 """
 
-from . import _world
+from . import _metrics, _world
 
 try:
     import torch
@@ -91,6 +91,7 @@ class StreamingDataLoader(_DataLoader):
             raise ImportError("StreamingDataLoader needs torch")
         super().__init__(*args, **kwargs)
         self.num_samples_yielded = 0
+        self._input = _metrics.InputTimer()
         fn = self.collate_fn
         if not isinstance(fn, _CountingCollate):
             self.collate_fn = _CountingCollate(fn, self._auto_collation)
@@ -102,6 +103,21 @@ class StreamingDataLoader(_DataLoader):
 
     def __iter__(self):
         self.num_samples_yielded = 0
+        timer = self._input
+        timer.begin()
+        src = self._batches()
+        try:
+            for batch in src:
+                if timer.got():
+                    self._note_first_batch(timer)
+                yield batch
+                timer.asked()
+        finally:
+            # A loop that breaks stops the workers now, not when the
+            # generator is collected.
+            src.close()
+
+    def _batches(self):
         from . import _feed
         from .dataset import StreamingDataset
 
@@ -122,6 +138,51 @@ class StreamingDataLoader(_DataLoader):
             else:
                 self.num_samples_yielded += self._get_batch_size(batch)
             yield batch
+
+    def _note_first_batch(self, timer):
+        """Hands the iteration's time to first batch to the dataset, whose
+        metrics() reports it."""
+        if timer.time_to_first_batch is not None:
+            try:
+                self.dataset._first_batch_seconds = timer.time_to_first_batch
+            except AttributeError:  # a dataset that takes no attributes
+                pass
+
+    # -- input figures ----------------------------------------------------
+
+    @property
+    def input_wait(self):
+        """Seconds the training loop waited for the latest batch: from
+        asking for it (the for loop's next) to getting it."""
+        return self._input.last_wait
+
+    @property
+    def input_wait_total(self):
+        """Seconds the loop waited for batches, over every iteration."""
+        return self._input.wait_total
+
+    @property
+    def input_wait_fraction(self):
+        """The running input-wait fraction: waits over waits plus the time
+        the loop spent between batches (its steps' compute)."""
+        return self._input.fraction()
+
+    @property
+    def time_to_first_batch(self):
+        """Seconds from the start of the latest iteration to its first
+        batch (None before one)."""
+        return self._input.time_to_first_batch
+
+    def metrics(self, dataset=True):
+        """Flat keys for wandb.log: this loop's input wait (latest step,
+        total, mean, running fraction), steps and time to first batch,
+        plus, with dataset and a dataset that has metrics(), the agent's
+        figures for this rank (one request to the agent)."""
+        out = {}
+        if dataset and hasattr(self.dataset, "metrics"):
+            out.update(self.dataset.metrics())
+        out.update(self._input.figures())
+        return out
 
     def state_dict(self):
         """The dataset's state dict at the samples yielded so far."""

@@ -598,6 +598,29 @@ class StreamingDataset(_Base):
                     self._pending = None
                 yield v
 
+    # -- metrics ----------------------------------------------------------
+
+    def metrics(self):
+        """This rank's live input figures, in flat keys for wandb.log or a
+        TensorBoard writer (see sluice._metrics): from the agent, the
+        samples and bytes handed to this rank's workers, the time the
+        agent's iterations for them waited for shards, cache hits, misses
+        and the shards prefetched ahead, time to first sample, the
+        dataset's downloads, evictions and cache bytes/limit, and the node
+        agent's store retries (also per operation and cause); and, once a
+        StreamingDataLoader has iterated this dataset, its time to first
+        batch. One request to the agent; counters are cumulative."""
+        from . import _metrics
+
+        world = _world.detect()
+        c = self._connection(world)
+        reply = c.call({"op": "metrics", "handle": self._handle, "rank": world["rank"]}, "metrics")
+        out = _metrics.flatten_agent(reply)
+        ttfb = getattr(self, "_first_batch_seconds", None)
+        if ttfb is not None:
+            out[_metrics.PREFIX + "time_to_first_batch_seconds"] = ttfb
+        return out
+
     # -- state ------------------------------------------------------------
 
     def _default_ncn(self, world):
