@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/sluicedata/sluice/storage"
 )
 
 // maxTarURLs bounds how many shard URLs one tar dataset spec may expand to.
@@ -214,12 +216,28 @@ type tarSpec struct {
 // parseTarSpec returns the tar dataset remote names, or nil when remote is
 // not a list of .tar URLs (a dataset directory, say).
 func parseTarSpec(remote string) (*tarSpec, error) {
-	if !strings.Contains(remote, "::") && !strings.Contains(remote, "{") && !isTarName(remote) {
+	if !strings.Contains(remote, "::") && !strings.Contains(remote, "{") && !isTarName(withoutQuery(remote)) {
 		return nil, nil
 	}
 	urls, err := ExpandTarURLs(remote)
 	if err != nil {
 		return nil, err
+	}
+	// A query (store options: "?endpoint=…&region=…") applies to the
+	// store, not the key; every URL must carry the same one.
+	query := ""
+	for i, u := range urls {
+		base, q, ok := strings.Cut(u, "?")
+		if !ok || !strings.Contains(u, "://") {
+			if i > 0 && query != "" {
+				return nil, fmt.Errorf("%w: %q and %q give different store options", ErrBadTarSpec, redactTarURL(urls[0]), redactTarURL(u))
+			}
+			continue
+		}
+		if i > 0 && q != query {
+			return nil, fmt.Errorf("%w: %q and %q give different store options", ErrBadTarSpec, redactTarURL(urls[0]), redactTarURL(u))
+		}
+		query, urls[i] = q, base
 	}
 	for _, u := range urls {
 		if !isTarName(u) {
@@ -233,7 +251,20 @@ func parseTarSpec(remote string) (*tarSpec, error) {
 	if err != nil {
 		return nil, err
 	}
+	if query != "" {
+		root += "?" + query
+	}
 	return &tarSpec{spec: remote, root: root, keys: keys}, nil
+}
+
+func redactTarURL(u string) string { return storage.RedactURL(u) }
+
+// withoutQuery returns a store URL without its "?…" options.
+func withoutQuery(u string) string {
+	if strings.Contains(u, "://") {
+		u, _, _ = strings.Cut(u, "?")
+	}
+	return u
 }
 
 // splitRoot returns the deepest directory holding every URL and each URL's

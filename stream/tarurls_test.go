@@ -42,6 +42,9 @@ func TestParseTarSpecRoot(t *testing.T) {
 		{"s3://b/x.tar", "s3://b", []string{"x.tar"}},
 		{"/data/w/s-{0..1}.tar", "/data/w", []string{"s-0.tar", "s-1.tar"}},
 		{"/x.tar", "/", []string{"x.tar"}},
+		// Store options in the query go to the root, not the keys.
+		{"s3://b/d/s-{0..1}.tar?endpoint=http%3A%2F%2F127.0.0.1%3A9000&region=r", "s3://b/d?endpoint=http%3A%2F%2F127.0.0.1%3A9000&region=r", []string{"s-0.tar", "s-1.tar"}},
+		{"s3://b/x.tar?region=r", "s3://b?region=r", []string{"x.tar"}},
 	} {
 		s, err := parseTarSpec(c.in)
 		if err != nil || s == nil || s.root != c.root || !slices.Equal(s.keys, c.keys) {
@@ -55,6 +58,12 @@ func TestParseTarSpecRoot(t *testing.T) {
 	}
 	if _, err := parseTarSpec("s3://a/x.tar::s3://b/y.tar"); !errors.Is(err, ErrBadTarSpec) {
 		t.Errorf("two buckets: %v", err)
+	}
+	if _, err := parseTarSpec("s3://b/x.tar?region=a::s3://b/y.tar?region=b"); !errors.Is(err, ErrBadTarSpec) {
+		t.Errorf("two sets of store options: %v", err)
+	}
+	if _, err := parseTarSpec("s3://b/x.tar?region=a::s3://b/y.tar"); !errors.Is(err, ErrBadTarSpec) {
+		t.Errorf("store options on one URL only: %v", err)
 	}
 	if _, err := parseTarSpec("s3://b/{x.tar,y.txt}"); !errors.Is(err, ErrBadTarSpec) {
 		t.Errorf("non-tar in list: %v", err)
