@@ -383,6 +383,11 @@ class WebDataset(_Pipeline, _Base):
         """The raw sample idx of the whole dataset (before the pipeline)."""
         return self._src[idx]
 
+    def metrics(self):
+        """This rank's live input figures from the agent, in flat keys for
+        wandb.log; see sluice.StreamingDataset.metrics."""
+        return self._src.metrics()
+
     def state_dict(self, num_samples, from_beginning):
         """MosaicML's state dict after num_samples raw samples (all ranks),
         for load_state_dict; see sluice.StreamingDataset.state_dict."""

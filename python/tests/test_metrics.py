@@ -187,6 +187,28 @@ class TestRetriesMetric(helpers.AgentCase):
         self.assertEqual(after["sluice/samples"], 64)
 
 
+class TestWebDatasetMetrics(helpers.AgentCase):
+    def test_webdataset_metrics(self):
+        import io
+        import tarfile
+
+        src = os.path.join(self.tmp, "tars")
+        os.makedirs(src)
+        for shard in range(2):
+            with tarfile.open(os.path.join(src, "shard-%d.tar" % shard), "w") as tf:
+                for i in range(10):
+                    data = b"sample %d" % (shard * 10 + i)
+                    ti = tarfile.TarInfo("%06d.txt" % (shard * 10 + i))
+                    ti.size = len(data)
+                    tf.addfile(ti, io.BytesIO(data))
+        ds = sluice.WebDataset(src, cache_dir=os.path.join(self.tmp, "tarcache"))
+        before = ds.metrics()
+        self.assertEqual(len(list(ds)), 20)
+        after = ds.metrics()
+        self.assertEqual(after["sluice/samples"] - before["sluice/samples"], 20, after)
+        self.assertGreater(after["sluice/bytes"], 0)
+
+
 class TestFlatten(unittest.TestCase):
     def test_flatten_keys(self):
         out = _metrics.flatten_agent({"samples": 5, "wait_seconds": 0.25, "store_retries": 2,
