@@ -482,8 +482,9 @@ func (e *py1e) positions(dst []float64, c int, j int64) {
 			g := e.uniCk[i]
 			g.Advance(uint64(j - off))
 			lb, width := e.low[i], e.width[i]
-			for t := range k {
-				dst[t] = float64(j+t) + (lb + float64(width*g.Float64()))
+			g.FillFloat64(dst[:k])
+			for t, v := range dst[:k] {
+				dst[t] = float64(j+int64(t)) + (lb + float64(width*v))
 			}
 			dst = dst[k:]
 			j += k

@@ -60,6 +60,8 @@ func (e *py1e) countKeep(c int, x0, x1 float64, kept []jPos) (int64, []jPos) {
 func (e *py1e) countSpans(from, to int, ns int64, x0, x1 float64, kept []jPos) (int64, []jPos) {
 	l := e.l
 	var below int64
+	var u [countChunk]float64
+	var in [countChunk]int32
 	for i := from; i < to; i++ {
 		off := l.spanPos[i] - ns
 		z := l.spans[i].size()
@@ -78,15 +80,46 @@ func (e *py1e) countSpans(from, to int, ns int64, x0, x1 float64, kept []jPos) (
 		}
 		g := e.uniCk[i]
 		g.Advance(uint64(jb - off))
-		for j := jb; j < ja; j++ {
-			// Same expression as positions.
-			x := float64(j) + (lb + float64(width*g.Float64()))
-			if x < x0 {
-				below++
-			} else if x < x1 {
-				kept = append(kept, jPos{x, j})
+		for j := jb; j < ja; j += int64(len(u)) {
+			uk := u[:min(int64(len(u)), ja-j)]
+			g.FillFloat64(uk)
+			var nk int
+			below, nk = countBelow(uk, j, lb, width, x0, x1, below, &in)
+			for _, t := range in[:nk] {
+				// Same expression as positions.
+				x := float64(j+int64(t)) + (lb + float64(width*uk[t]))
+				kept = append(kept, jPos{x, j + int64(t)})
 			}
 		}
 	}
 	return below, kept
+}
+
+// countBelow adds to below the number of the positions j+t + (lb +
+// width·u[t]) that lie below x0, and writes the indices t of those in
+// [x0, x1) to in, returning their number. It has no branches: which side
+// of x0 a position falls is unpredictable.
+func countBelow(u []float64, j int64, lb, width, x0, x1 float64, below int64, in *[countChunk]int32) (int64, int) {
+	var nb, nk int
+	fj := float64(j)
+	for t, v := range u[:min(len(u), countChunk)] {
+		// Same expression as positions (float64(j) is exact for j < 2^53).
+		x := fj + (lb + float64(width*v))
+		fj++
+		lt := b2i(x < x0)
+		nb += lt
+		in[nk&(countChunk-1)] = int32(t)
+		nk += b2i(x < x1) &^ lt
+	}
+	return below + int64(nb), nk
+}
+
+// countChunk is the number of draws countSpans makes at a time.
+const countChunk = 512
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
