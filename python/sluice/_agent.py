@@ -12,7 +12,7 @@ import weakref
 
 from . import _version, errors
 
-VERSION = 1
+VERSION = 2
 MIN_VERSION = 1
 MAX_FRAME = 256 << 20
 MAX_HEADER = 4 << 20

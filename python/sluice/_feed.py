@@ -29,7 +29,7 @@ import os
 import queue
 import threading
 
-from . import _world
+from . import _shm, _world
 
 # How long a worker thread waits on a full queue before it looks whether
 # the loop has stopped (seconds); every wait has this bound.
@@ -108,6 +108,7 @@ def batches(loader):
     if ds._info is None:
         ds._connection(worlds[0])
     extra = {"resume": ds._resume} if ds._resume is not None else {}
+    shm = _use_shm(ds, collate)
     stop = threading.Event()
     queues = [queue.Queue(maxsize=depth) for _ in range(nw)]
     threads = []
@@ -125,7 +126,8 @@ def batches(loader):
         for w in range(nw):
             conn, b = begun[w]
             t = threading.Thread(target=_work, name="sluice-feed-%d" % w, daemon=True,
-                                 args=(ds, worlds[w], conn, b, bs, loader.drop_last, collate, pin, queues[w], stop))
+                                 args=(ds, worlds[w], conn, b, bs, loader.drop_last, collate, pin, queues[w], stop,
+                                       shm and _shm.supports(conn)))
             threads.append(t)
             t.start()
         active = list(range(nw))
@@ -180,8 +182,50 @@ def _put(q, item, stop):
     return False
 
 
-def _work(ds, world, conn, begun, bs, drop_last, collate, pin, q, stop):
+def _use_shm(ds, collate):
+    """Whether the workers take their batches from the agent's
+    shared-memory feed (sluice._shm): torch's default collate (the feed
+    collates as it does) over a dataset the feed serves equivalently."""
+    from torch.utils.data._utils.collate import default_collate
+
+    from .dataset import StreamingDataset
+
+    return collate is default_collate and _shm.eligible(ds, StreamingDataset)
+
+
+def _work_shm(ds, world, conn, begun, bs, drop_last, pin, q, stop):
+    """One virtual worker on the shared-memory feed: the agent's batches
+    of (rank, worker), collated as default_collate would."""
+    from torch.utils.data._utils.collate import default_collate
+
+    schema = ds._info["schemas"][0]
+    collator = _shm.Collator(schema, ds.allow_unsafe_types, default_collate)
+    it = _shm.iterate(ds, world, conn, begun, bs, getattr(ds, "_feed_transforms", None))
+    try:
+        for b in it:
+            if b.n < bs and drop_last:
+                break
+            v = collator(b)
+            if pin:
+                from torch.utils.data._utils.pin_memory import pin_memory
+
+                v = pin_memory(v)
+            if not _put(q, (b.n, v), stop):
+                return
+            if stop.is_set():
+                return
+        _put(q, _END, stop)
+    except BaseException as e:  # noqa: BLE001 - handed to the training loop
+        _put(q, _Failure(e), stop)
+    finally:
+        it.close()
+        conn.close()
+
+
+def _work(ds, world, conn, begun, bs, drop_last, collate, pin, q, stop, shm=False):
     """One virtual worker: the samples of (rank, worker) in batches."""
+    if shm:
+        return _work_shm(ds, world, conn, begun, bs, drop_last, pin, q, stop)
     it = ds._iterate(world, conn, begun, False)
     try:
         buf = []

@@ -1,0 +1,372 @@
+"""The shared-memory feed: batches the agent assembles in memory files.
+
+Over a connection of protocol 2, a ``feed`` request asks the agent for an
+iteration's next batch of exactly ``batch_size`` samples (fewer only at its
+end). The agent reads the records, splits them into columns and writes the
+batch into a fresh anonymous memory file (``memfd_create``) whose descriptor
+comes with the reply (SCM_RIGHTS): fixed-size columns (numeric scalars,
+fixed-shape ndarrays) collated as one ``N × shape`` array, variable-size
+ones as offsets and bytes (see agentapi/feed.go for the layout).
+
+The file has no name: nothing appears in /dev/shm, and it lives exactly as
+long as the mapping here (the agent closes its descriptor once the reply is
+sent). A SIGKILL of the training process or of the agent leaves nothing
+behind, and the agent holds no lease for a batch once it is sent.
+
+``collate`` turns a batch into what torch's default_collate makes of the
+same samples, with zero copies for the collated columns (torch tensors
+viewing the mapping, which they keep alive); ``samples`` yields per-sample
+dicts equal to what the mapped-shard path decodes. ``SLUICE_SHM`` chooses:
+``auto`` (default) uses the path where ``eligible`` says it is equivalent,
+``off`` never, ``on`` as auto (and is what the tests set).
+"""
+
+import json
+import mmap
+import os
+import socket
+import struct
+
+from . import _agent, _decode, errors
+
+FEED_VERSION = 2
+ALIGN = 64
+
+_DTYPE_SIZE = {
+    "int8": 1, "int16": 2, "int32": 4, "int64": 8,
+    "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8,
+    "float16": 2, "float32": 4, "float64": 8,
+}
+_U64 = struct.Struct("<Q")
+_HEAD = struct.Struct("<II")
+
+
+def mode():
+    """The SLUICE_SHM setting: 'auto', 'on' or 'off'."""
+    v = (os.environ.get("SLUICE_SHM") or "auto").strip().lower()
+    if v not in ("auto", "on", "off"):
+        raise ValueError("SLUICE_SHM=%r: want auto, on or off" % v)
+    return v
+
+
+def eligible(ds, cls):
+    """Whether ds's iteration can come through the feed with the same
+    samples: Sluice's own iteration and __getitem__ (a subclass that
+    overrides __getitem__ sees every sample), and MDS shards whose schemas
+    share columns and encodings (a batch holds one layout)."""
+    if mode() == "off" or ds._info is None:
+        return False
+    t = type(ds)
+    if t.__getitem__ is not cls.__getitem__ or t.__iter__ is not cls.__iter__ or t._batches is not cls._batches:
+        return False
+    schemas = ds._info.get("schemas") or []
+    if not schemas:
+        return False
+    first = schemas[0]
+    for s in schemas:
+        if s.get("format", "mds") != "mds":
+            return False
+        if s.get("column_names") != first.get("column_names") or s.get("column_encodings") != first.get("column_encodings"):
+            return False
+    return True
+
+
+def recv_reply(conn, want):
+    """Reads one reply from conn and the descriptors that came with it:
+    (header dict, [fds]). The caller owns the descriptors."""
+    sock = conn.sock
+    if sock is None:
+        raise errors.AgentError("connection to the agent is closed")
+    fds = []
+    try:
+        head = b""
+        while len(head) < 8:
+            msg, got, flags, _ = socket.recv_fds(sock, 8 - len(head), 4)
+            fds.extend(got)
+            if flags & getattr(socket, "MSG_CTRUNC", 8):
+                raise errors.ProtocolError("the agent sent more descriptors than a feed reply holds")
+            if not msg:
+                raise errors.AgentError("the agent closed the connection (it died or was stopped)")
+            head += msg
+        total, hlen = _HEAD.unpack(head)
+        if total < 4 or total > _agent.MAX_FRAME or hlen > _agent.MAX_HEADER or hlen > total - 4 or hlen < 2:
+            raise errors.ProtocolError("malformed frame from the agent (length %d, header %d)" % (total, hlen))
+        rest = conn._recv_exact(total - 4)
+    except socket.timeout:
+        _close_fds(fds)
+        conn.close()
+        raise errors.AgentError("the agent did not answer %r within %.0fs" % (want, conn.timeout)) from None
+    except errors.SluiceError:
+        _close_fds(fds)
+        conn.close()
+        raise
+    except OSError as e:
+        _close_fds(fds)
+        conn.close()
+        raise errors.AgentError("connection to the agent failed: %s" % e) from None
+    try:
+        reply = json.loads(bytes(rest[:hlen]))
+    except ValueError as e:
+        _close_fds(fds)
+        raise errors.ProtocolError("bad reply header: %s" % e) from None
+    op = reply.get("op") if isinstance(reply, dict) else None
+    if op == "error":
+        _close_fds(fds)
+        raise errors.from_reply(reply.get("code"), reply.get("message", ""))
+    if op != want:
+        _close_fds(fds)
+        raise errors.ProtocolError("reply op %r, want %r" % (op, want))
+    return reply, fds
+
+
+def _close_fds(fds):
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _int(v, what):
+    if type(v) is not int:
+        raise errors.ProtocolError("feed batch: %s is %r, not an integer" % (what, v))
+    return v
+
+
+def _inside(size, off, n, what):
+    if off < 0 or n < 0 or off > size or n > size - off:
+        raise errors.ProtocolError("feed region %s [%d, +%d) outside the batch's %d bytes" % (what, off, n, size))
+
+
+def check_layout(hdr, mem):
+    """Checks a feed batch header against its memory (mirrors Go's
+    agentapi.ParseFeed): every region inside mem, fixed columns of N
+    values of dtype size × shape bytes, variable offsets ascending from 0
+    to the column's size. Returns the list of columns, each a tuple
+    (name, encoding, kind, dtype, shape, offset, stride, offsets)."""
+    size = len(mem)
+    n = _int(hdr.get("n", 0), "n")
+    if n < 0 or n > size // 8 + 1:
+        raise errors.ProtocolError("feed batch of %d samples" % n)
+    if _int(hdr.get("size", 0), "size") != size:
+        raise errors.ProtocolError("feed batch announces %r bytes, its memory has %d" % (hdr.get("size"), size))
+    _inside(size, _int(hdr.get("samples", 0), "samples"), 8 * n, "sample ids")
+    cols = hdr.get("columns") or []
+    if not isinstance(cols, list):
+        raise errors.ProtocolError("feed batch: columns is not a list")
+    out, seen = [], set()
+    for c in cols:
+        if not isinstance(c, dict):
+            raise errors.ProtocolError("feed batch: a column is not an object")
+        name, kind = c.get("name"), c.get("kind")
+        if not isinstance(name, str) or name in seen:
+            raise errors.ProtocolError("feed column name %r repeats or is not a string" % (name,))
+        seen.add(name)
+        enc = c.get("encoding")
+        if not isinstance(enc, str):
+            raise errors.ProtocolError("feed column %r: encoding %r" % (name, enc))
+        off = _int(c.get("offset", 0), name + " offset")
+        csize = _int(c.get("size", 0), name + " size")
+        if kind == "fixed":
+            dt = c.get("dtype")
+            if dt not in _DTYPE_SIZE:
+                raise errors.ProtocolError("feed column %r: dtype %r" % (name, dt))
+            shape = c.get("shape") or []
+            if not isinstance(shape, list):
+                raise errors.ProtocolError("feed column %r: shape %r" % (name, shape))
+            stride = _DTYPE_SIZE[dt]
+            for d in shape:
+                if _int(d, name + " shape") < 0:
+                    raise errors.ProtocolError("feed column %r: shape %r" % (name, shape))
+                stride *= d
+            if stride != _int(c.get("stride", 0), name + " stride") or stride * n != csize:
+                raise errors.ProtocolError("feed column %r: stride %r and size %d for %d values of %s%r"
+                                           % (name, c.get("stride"), csize, n, dt, shape))
+            _inside(size, off, csize, name)
+            out.append((name, enc, kind, dt, tuple(shape), off, stride, None))
+        elif kind == "var":
+            index = _int(c.get("index", 0), name + " index")
+            _inside(size, index, 8 * (n + 1), name + " offsets")
+            _inside(size, off, csize, name)
+            offs = list(struct.unpack_from("<%dQ" % (n + 1), mem, index))
+            if offs[0] != 0 or offs[-1] != csize or any(offs[j] > offs[j + 1] for j in range(n)):
+                raise errors.ProtocolError("feed column %r: offsets out of order" % name)
+            out.append((name, enc, kind, None, None, off, 0, offs))
+        else:
+            raise errors.ProtocolError("feed column %r: kind %r" % (name, kind))
+    return out
+
+
+class Batch:
+    """One feed batch over its mapped memory file."""
+
+    __slots__ = ("n", "mem", "columns", "ids_off")
+
+    def __init__(self, hdr, mem):
+        self.columns = check_layout(hdr, mem)
+        self.n = hdr["n"]
+        self.mem = mem
+        self.ids_off = hdr.get("samples", 0)
+
+    def ids(self):
+        """The batch's global sample IDs."""
+        return list(struct.unpack_from("<%dq" % self.n, self.mem, self.ids_off))
+
+    def values(self, k):
+        """Column k's encoded values as memoryview slices."""
+        name, enc, kind, dt, shape, off, stride, offs = self.columns[k]
+        mv = memoryview(self.mem)
+        if kind == "fixed":
+            return [mv[off + i * stride : off + (i + 1) * stride] for i in range(self.n)]
+        return [mv[off + offs[i] : off + offs[i + 1]] for i in range(self.n)]
+
+
+def map_batch(hdr, fds):
+    """Maps a feed reply's memory file (closing the descriptor)."""
+    try:
+        n = hdr.get("n", 0)
+        if not n:
+            if fds:
+                raise errors.ProtocolError("an empty feed batch came with %d descriptors" % len(fds))
+            return None
+        if len(fds) != 1:
+            raise errors.ProtocolError("a feed batch of %d samples came with %d descriptors" % (n, len(fds)))
+        size = os.fstat(fds[0]).st_size
+        if size != hdr.get("size"):
+            raise errors.ProtocolError("feed memory file has %d bytes, the header says %r" % (size, hdr.get("size")))
+        if size == 0:
+            raise errors.ProtocolError("feed memory file is empty")
+        # Shared and writable: the file is this batch's alone, so tensors
+        # that view it may be written like any other; populated at once.
+        m = mmap.mmap(fds[0], size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                      prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        _close_fds(fds)
+    return Batch(hdr, m)
+
+
+_TORCH_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64")
+
+
+class Collator:
+    """Builds default_collate's batch from feed batches of one schema."""
+
+    def __init__(self, schema, allow_unsafe, collate):
+        self.collate = collate
+        self.decoders = [_decode.column_decoder(e, allow_unsafe) for e in schema["column_encodings"]]
+        self.encodings = list(schema["column_encodings"])
+        import torch
+
+        self.torch = torch
+        self.tdtype = {n: getattr(torch, n) for n in _TORCH_DTYPES}
+
+    def __call__(self, b):
+        """The collated batch: a dict, in column order."""
+        torch = self.torch
+        out = {}
+        for k, (name, enc, kind, dt, shape, off, stride, offs) in enumerate(b.columns):
+            if kind == "fixed" and dt in self.tdtype and (enc == self.encodings[k] or enc.startswith("ndarray:")) \
+                    and (shape or enc == "int" or enc == dt):
+                # default_collate gives these a tensor of this dtype and
+                # shape (N, *shape): view the mapping.
+                count = b.n * (stride // _DTYPE_SIZE[dt])
+                if count == 0:
+                    t = torch.empty((b.n,) + shape, dtype=self.tdtype[dt])
+                else:
+                    t = torch.frombuffer(b.mem, dtype=self.tdtype[dt], count=count, offset=off).view((b.n,) + shape)
+                out[name] = t
+                continue
+            dec = self.decoders[k] if enc == self.encodings[k] else _decode.column_decoder(enc, False)
+            out[name] = self.collate([dec(v) for v in b.values(k)])
+        return out
+
+
+def samples(b, decoders, encodings):
+    """The batch's samples as the mapped-shard path decodes them: dicts of
+    column values (ndarray values view the batch's memory, writable)."""
+    cols = []
+    for k, c in enumerate(b.columns):
+        name, enc = c[0], c[1]
+        dec = decoders[k] if enc == encodings[k] else _decode.column_decoder(enc, False)
+        ranged = getattr(dec, "ranged", None)
+        if ranged is not None:
+            if c[2] == "fixed":
+                vals = [ranged(b.mem, c[5] + i * c[6], c[5] + (i + 1) * c[6]) for i in range(b.n)]
+            else:
+                vals = [ranged(b.mem, c[5] + c[7][i], c[5] + c[7][i + 1]) for i in range(b.n)]
+        else:
+            vals = [dec(v) for v in b.values(k)]
+        cols.append((name, vals))
+    for i in range(b.n):
+        yield {name: vals[i] for name, vals in cols}
+
+
+def feed_batches(ds, conn, begun, batch_size, world, transforms=None):
+    """Yields the iteration's feed batches (Batch objects) in order.
+
+    The request for the next batch goes out before the current one is
+    handed on, so the agent assembles it meanwhile.
+    """
+    import time
+
+    req = {"op": "feed", "iter": begun["iter"], "max": int(batch_size)}
+    first = dict(req, transforms=transforms) if transforms else req
+    conn.send(first)
+    last = time.monotonic()
+    while True:
+        hdr, fds = recv_reply(conn, "feed")
+        b = map_batch(hdr, fds)
+        if b is None:
+            if hdr.get("done"):
+                return
+            waited = time.monotonic() - last
+            if waited > ds._stall_timeout:
+                raise errors.AgentTimeoutError(
+                    "no batch of epoch %d (rank %d, worker %d of %d) arrived within %.0fs: the agent kept "
+                    "answering that none was ready (shards still downloading, or cache_limit=%s full); "
+                    "see stall_timeout" % (begun["epoch"], world["rank"], world["worker"], world["num_workers"],
+                                          waited, ds.cache_limit))
+            conn.send(req)
+            continue
+        last = time.monotonic()
+        conn.send(req)
+        yield b
+
+
+def supports(conn):
+    """Whether the agent on conn speaks the feed."""
+    return (conn.version or 0) >= FEED_VERSION
+
+
+_RECOVERIES = 3
+
+
+def iterate(ds, world, conn, begun, batch_size, transforms=None):
+    """Yields an iteration's feed batches; when the agent dies, starts a
+    new one and continues exactly after the last batch delivered (the same
+    epoch and order, the delivered samples skipped), as the mapped-shard
+    path does. Closes conn (and its successors) at the end."""
+    delivered = 0
+    recoveries = 0
+    try:
+        while True:
+            try:
+                for b in feed_batches(ds, conn, begun, batch_size, world, transforms):
+                    delivered += b.n
+                    yield b
+                return
+            except errors.AgentError:
+                recoveries += 1
+                if recoveries > _RECOVERIES:
+                    raise
+                conn.close()
+                resume = {k: begun[k] for k in ("epoch", "sample_in_epoch", "num_canonical_nodes", "shuffle_seed",
+                                               "initial_physical_nodes")}
+                extra = {"resume": resume, "epoch": begun["epoch"], "sample_in_epoch": begun["sample_in_epoch"],
+                         "skip": delivered}
+                conn, nb = ds._begin(world, extra)
+                if not supports(conn):
+                    raise errors.AgentError("the restarted agent does not speak the feed (protocol %s)" % conn.version)
+                begun = dict(begun, iter=nb["iter"])
+    finally:
+        conn.close()
