@@ -57,6 +57,7 @@ type streamFlags struct {
 	asJSON, decode                  bool
 	progress                        string
 	progressInterval                time.Duration
+	noIndex                         bool
 }
 
 func newStreamCommand(e *env) *cobra.Command {
@@ -88,6 +89,9 @@ attempt's wait for a response).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkStreamCounts(cmd, &f); err != nil {
 				return err
+			}
+			if f.noIndex {
+				return runTarSequence(cmd.Context(), e, &f, args[0])
 			}
 			return runStream(cmd.Context(), e, cmd, &f, args[0])
 		},
@@ -139,6 +143,7 @@ attempt's wait for a response).`,
 	fl.DurationVar(&f.progressInterval, "progress-interval", 2*time.Second, "time between plain progress lines")
 	_ = fl.MarkHidden("progress-interval")
 	fl.BoolVar(&f.decode, "decode", false, "decode every sample (default: read the raw records)")
+	fl.BoolVar(&f.noIndex, "no-index", false, noIndexHelp)
 	return cmd
 }
 
