@@ -39,6 +39,9 @@ type Config struct {
 	// skips the sampling.
 	GPUInterval time.Duration
 	NoGPU       bool
+	// Torch, when set, makes each step a real torch training step in
+	// Python instead of sleeping StepTime (see Torch).
+	Torch *Torch
 	// Log receives progress lines (nil: none).
 	Log func(format string, args ...any)
 }
@@ -64,6 +67,9 @@ type Summary struct {
 	InputWaitFraction float64
 	SamplesPerSecond  float64
 	BytesFetched      int64
+	// Device is where a torch run trained ("cpu", "cuda:0 (NAME)"); empty
+	// for the fixed step time.
+	Device string
 }
 
 // Result is the experiment's outcome.
@@ -105,10 +111,33 @@ func Run(ctx context.Context, c *Config) (*Result, error) {
 	if err := os.RemoveAll(cacheDir); err != nil {
 		return nil, fmt.Errorf("bench: clear the cache: %w", err)
 	}
+	var err error
+	if c.Torch != nil {
+		err = c.runTorch(ctx, res, cacheDir, logf)
+	} else {
+		err = c.runStream(ctx, res, cacheDir, start, logf)
+	}
+	if gpu != nil {
+		res.GPU = gpu.stop()
+	}
+	if err != nil {
+		return nil, err
+	}
+	files, err := writeCSVs(c.Out, res)
+	if err != nil {
+		return nil, err
+	}
+	res.Files = files
+	return res, nil
+}
+
+// runStream is Run's path with the fixed step time: cold, warm, and with
+// Baseline the plain-files loader, all in this process.
+func (c *Config) runStream(ctx context.Context, res *Result, cacheDir string, start time.Time, logf func(string, ...any)) error {
 	for _, name := range []string{"cold", "warm"} {
 		s, steps, err := c.streamRun(ctx, name, cacheDir, start)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		logf("%s: %d samples in %s (%.0f samples/s), first batch %s, input wait %.1f%%",
 			name, s.Samples, s.Wall.Round(time.Millisecond), s.SamplesPerSecond, s.FirstBatch.Round(time.Millisecond), 100*s.InputWaitFraction)
@@ -118,22 +147,14 @@ func Run(ctx context.Context, c *Config) (*Result, error) {
 	if c.Baseline {
 		s, steps, err := c.baselineRun(ctx, cacheDir, start)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		logf("baseline: %d samples in %s (%.0f samples/s), first batch %s, input wait %.1f%%",
 			s.Samples, s.Wall.Round(time.Millisecond), s.SamplesPerSecond, s.FirstBatch.Round(time.Millisecond), 100*s.InputWaitFraction)
 		res.Runs = append(res.Runs, s)
 		res.Steps = append(res.Steps, steps...)
 	}
-	if gpu != nil {
-		res.GPU = gpu.stop()
-	}
-	files, err := writeCSVs(c.Out, res)
-	if err != nil {
-		return nil, err
-	}
-	res.Files = files
-	return res, nil
+	return nil
 }
 
 // loop runs the training loop over next (which returns a batch's size, 0

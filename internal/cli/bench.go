@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -29,6 +30,12 @@ type benchFlags struct {
 	format      string
 	noGPU       bool
 	gpuInterval time.Duration
+	torchModel  string
+	python      string
+	torchDevice string
+	imageSize   int
+	numClasses  int
+	threads     int
 }
 
 func newBenchCommand(e *env) *cobra.Command {
@@ -43,7 +50,15 @@ same samples as one file each (as a DataLoader over an image folder does).
 Every step's input wait, the throughput, the time to first batch and the wall
 time go to summary.csv and steps.csv under --out; when nvidia-smi is on PATH
 its utilization and memory readings go to gpu.csv. --plot draws the charts
-(see sluice plot).`,
+(see sluice plot).
+
+With --torch-model resnet18 each step is a real torch training step (forward,
+backward, SGD on a ResNet-18 written in torch, no torchvision needed) on the
+GPU when torch sees one, else the CPU, run by --python (which must import
+torch and the sluice package) with sluice.StreamingDataLoader; --step-time is
+then unused. --baseline then adds a plain torch DataLoader over the samples
+as files and, when MosaicML's streaming package is importable, its
+StreamingDataLoader (skipped with the reason otherwise).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBench(cmd.Context(), e, &f, args[0])
@@ -64,6 +79,12 @@ its utilization and memory readings go to gpu.csv. --plot draws the charts
 	fl.StringVar(&f.format, "format", "png", "chart format: png or svg")
 	fl.BoolVar(&f.noGPU, "no-gpu", false, "do not sample nvidia-smi")
 	fl.DurationVar(&f.gpuInterval, "gpu-interval", 500*time.Millisecond, "nvidia-smi sampling period")
+	fl.StringVar(&f.torchModel, "torch-model", "", "train this torch model on the batches instead of sleeping --step-time: "+strings.Join(bench.Models, ", "))
+	fl.StringVar(&f.python, "python", "python3", "Python interpreter for --torch-model (with torch and the sluice package)")
+	fl.StringVar(&f.torchDevice, "torch-device", "auto", "device for --torch-model: auto (cuda when available), cpu or cuda")
+	fl.IntVar(&f.imageSize, "torch-image-size", 224, "side of the square images fed to --torch-model")
+	fl.IntVar(&f.numClasses, "torch-classes", 1000, "classes of --torch-model's classifier")
+	fl.IntVar(&f.threads, "torch-threads", 0, "torch CPU threads (0: torch's default)")
 	return cmd
 }
 
@@ -78,8 +99,17 @@ func runBench(ctx context.Context, e *env, f *benchFlags, url string) error {
 		NoGPU: f.noGPU, GPUInterval: f.gpuInterval,
 		Log: func(format string, args ...any) { fmt.Fprintf(e.stdout, format+"\n", args...) },
 	}
+	if f.torchModel != "" {
+		c.Torch = &bench.Torch{Model: f.torchModel, Python: f.python, Device: f.torchDevice,
+			ImageSize: f.imageSize, NumClasses: f.numClasses, Threads: f.threads, Stderr: e.stderr}
+	}
 	if !strings.Contains(url, "://") {
-		c.Options.Remote = "file://" + url
+		// Absolute: the agent a torch run's client starts runs elsewhere.
+		abs, err := filepath.Abs(url)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		c.Options.Remote = "file://" + abs
 	}
 	if f.cacheLimit != "" {
 		n, err := stream.ParseBytes(f.cacheLimit)
