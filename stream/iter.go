@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/sluicedata/sluice/cache"
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/plan"
+	"github.com/sluicedata/sluice/stream/prefetch"
 )
 
 // Epoch is one epoch of one rank: the plan dealt to the current world,
@@ -489,71 +489,49 @@ func (it *Iterator) NextUses(fn func(d *cache.Dataset, shard int, distance int64
 }
 
 // prefetch walks the plan ahead of the consumer, fetching the shards of
-// the next Predownload samples with bounded parallelism. A fetch refused
-// for lack of space (everything else is needed sooner) is retried when
-// the consumer moves on.
+// the next Predownload samples with bounded parallelism. The order is
+// package prefetch's Walk (the simulator plays the same): a fetch refused
+// for lack of space (everything else is needed sooner) is retried when the
+// consumer moves on.
 func (it *Iterator) prefetch(ctx context.Context) {
-	window := int64(it.d.opts.predownload())
 	conc := it.d.opts.PrefetchConcurrency
 	if conc <= 0 {
 		conc = 8
 	}
 	sem := make(chan struct{}, conc)
-	var retryAt atomic.Int64
-	retryAt.Store(-1)
+	wp := &walkPlan{it: it}
+	wp.retryAt.Store(-1)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	next, last := int64(0), -1
-	// ahead holds the positions of shards this prefetcher fetched that
-	// the consumer has not reached yet; their number is bounded by the
-	// iterator's share of the cache.
-	var ahead []int64
-	defer func() { it.noteAhead(-int64(len(ahead))) }()
+	w := prefetch.New(int64(it.d.opts.predownload()))
+	defer func() { it.noteAhead(-int64(w.Ahead())) }()
 	for {
 		pos := it.pos.Load()
-		if r := retryAt.Swap(-1); r >= 0 && r < next {
-			next, last = r, -1
+		if r := wp.retryAt.Swap(-1); r >= 0 {
+			w.Refuse(r)
 		}
-		if next < pos {
-			next, last = pos, -1
-		}
-		for len(ahead) > 0 && ahead[0] < pos {
-			ahead = ahead[1:]
-			it.noteAhead(-1)
+		if n := w.Sync(pos); n > 0 {
+			it.noteAhead(-int64(n))
 		}
 		budget := it.d.prefetchBudget()
 		if !it.out.Load() {
-			// Until the first sample is out, fetch only its shard: the
-			// time to first sample is one shard's download, not a share
-			// of many.
-			budget = min(budget, 1)
+			budget = prefetch.FirstBudget(budget)
 		}
-		ids := *it.view.Load()
-		for next < int64(len(ids)) && next < pos+window && len(ahead) < budget && retryAt.Load() < 0 {
-			id := ids[next]
-			at := next
-			next++
-			if id < 0 {
-				continue
+		wp.ids = *it.view.Load()
+		for {
+			at, shard, ok := w.Next(wp, pos, int64(len(wp.ids)), budget)
+			if !ok {
+				break
 			}
-			shard, _, err := it.d.planner.Locate(id)
-			if err != nil || shard == last {
-				continue
-			}
-			last = shard
 			ref := it.d.shards[shard]
 			st := it.d.streams[ref.stream]
-			cds := st.cds
-			if cds == nil || cds.Present(ref.local) {
-				continue
-			}
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
 				return
 			}
-			done, errf := cds.Via(st.bucket).Prefetch(ref.local, at-pos)
-			ahead = append(ahead, at)
+			done, errf := st.cds.Via(st.bucket).Prefetch(ref.local, at-pos)
+			w.Fetched(at)
 			it.noteAhead(1)
 			wg.Add(1)
 			go func() {
@@ -566,8 +544,8 @@ func (it *Iterator) prefetch(ctx context.Context) {
 				}
 				if errors.Is(errf(), cache.ErrNoSpace) {
 					for {
-						r := retryAt.Load()
-						if (r >= 0 && r <= at) || retryAt.CompareAndSwap(r, at) {
+						r := wp.retryAt.Load()
+						if (r >= 0 && r <= at) || wp.retryAt.CompareAndSwap(r, at) {
 							break
 						}
 					}
@@ -582,30 +560,48 @@ func (it *Iterator) prefetch(ctx context.Context) {
 	}
 }
 
+// walkPlan is the prefetcher's view of its plan and cache for
+// prefetch.Walk: the consumer's IDs and the shards' presence; retryAt is
+// the earliest position whose fetch the cache refused (-1: none), set by
+// the fetches' goroutines.
+type walkPlan struct {
+	it      *Iterator
+	ids     []int64
+	retryAt atomic.Int64
+}
+
+func (wp *walkPlan) ShardAt(p int64) (int, int64, bool) {
+	id := wp.ids[p]
+	if id < 0 {
+		return 0, p + 1, false
+	}
+	shard, _, err := wp.it.d.planner.Locate(id)
+	return shard, p + 1, err == nil
+}
+
+func (wp *walkPlan) Present(shard int) bool {
+	ref := wp.it.d.shards[shard]
+	cds := wp.it.d.streams[ref.stream].cds
+	return cds == nil || cds.Present(ref.local)
+}
+
+func (wp *walkPlan) Stop() bool { return wp.retryAt.Load() >= 0 }
+
 // noteAhead counts shards fetched ahead of the consumer (Stats.Prefetched).
 func (it *Iterator) noteAhead(n int64) {
 	it.stats.ahead.Add(n)
 	it.d.stats.ahead.Add(n)
 }
 
-// prefetchBudget returns how many shards one consumer may fetch ahead:
-// its share of the cache after every consumer's current shard and one
-// fetch each. Without a limit it is unbounded.
+// prefetchBudget returns how many shards one consumer may fetch ahead
+// (prefetch.Budget): its share of the cache after every consumer's current
+// shard and one fetch each. Without a limit it is unbounded.
 func (d *Dataset) prefetchBudget() int {
-	lim := d.cache.Limit()
-	if lim == 0 {
-		return math.MaxInt
-	}
 	var foot int64
 	for _, st := range d.streams {
 		if st.cds != nil {
 			foot = max(foot, st.cds.MaxFootprint())
 		}
 	}
-	if foot == 0 {
-		return math.MaxInt
-	}
-	consumers := max(d.cache.Consumers(), 1)
-	slots := int((lim-d.indexBytes)/foot) - 2*consumers
-	return max(slots/consumers, 0)
+	return prefetch.Budget(d.cache.Limit(), d.indexBytes, foot, d.cache.Consumers())
 }
