@@ -143,6 +143,10 @@ type Config struct {
 	// KeepSteps records every step's wait in the report (memory: 8 bytes
 	// per step and node).
 	KeepSteps bool
+
+	// onEvict, when set (tests), is called before each eviction with the
+	// node and the victim.
+	onEvict func(nd *node, victim int)
 }
 
 func (c *Config) validate() error {

@@ -3,8 +3,11 @@ package sim
 import (
 	"container/heap"
 	"math"
+	"sort"
 
+	"github.com/sluicedata/sluice/cache"
 	"github.com/sluicedata/sluice/plan"
+	"github.com/sluicedata/sluice/stream/prefetch"
 )
 
 // Shard states in a node's cache.
@@ -15,7 +18,12 @@ const (
 )
 
 // node is one node's cache and prefetchers on the virtual clock. Times
-// are seconds since the run began.
+// are seconds since the run began. The decisions are the real code's: the
+// eviction choice, its limits and the refusal of prefetches are package
+// cache's policy (cache.CompareCandidates, cache.MayEvict, cache.Refusals);
+// the prefetch order, window and budget are package prefetch's Walk, which
+// stream.Iterator runs. What the node adds is the clock, the store link and
+// the bookkeeping the real code keeps in files and goroutines.
 type node struct {
 	c     *Config
 	id    int
@@ -27,32 +35,36 @@ type node struct {
 	// per shard
 	state   []uint8
 	doneAt  []float64
-	lastUse []float64
+	lastUse []int64 // clock at the last use (the cache's LRU clock)
 	leased  []int32 // step lease count
 	demand  []bool  // in-flight fetch is a demand fetch
-	pidx    []int32 // index in presentList, -1 if absent
+	use     []int64 // a candidate's next use at or after pos (-1: none)
 
-	presentList []int
-	nextUse     []int64 // per shard, its next use at or after pos (cached)
+	vic victims // eviction candidates in the policy's order
+	// tracking is set from the first reservation that must evict: until
+	// then vic is empty and its upkeep skipped (a cache that never fills
+	// costs nothing).
+	tracking bool
+	clock    int64
 
 	usage, peak int64
-	// gen counts changes that can make room (completions, evictions,
-	// releases); noRoomGen/noRoomDist remember the last refused prefetch.
-	gen, noRoomGen int64
-	noRoomDist     int64
-	linkFree       float64
-	events         eventHeap
-	prefetching    int
+	// gen counts changes that can make room (completions, releases), as
+	// the cache's signals; refusals remembers the last refused prefetch.
+	gen         int64
+	refusals    cache.Refusals
+	linkFree    float64
+	events      eventHeap
+	prefetching int
 
 	// the epoch being played
 	sc       *plan.Schedule
 	runs     []plan.ShardRun
-	nextRun  int   // the prefetcher's walk position (index into runs)
-	retry    bool  // a prefetch was refused for space: walk again from retryRun on progress
-	retryAt  int   // run to retry from
-	ahead    []int // runs fetched ahead by the prefetcher, not reached yet
+	nextSame []int32        // per run: the next run of its shard (-1: none)
+	walk     *prefetch.Walk // the node's consumers' prefetch walk over node order
+	hint     int            // run of the walk's last ShardAt
+	useRun   int            // first run whose shard's next use may be behind pos
+	hzRun    int            // first run beyond the look-ahead horizon
 	pos      int64
-	window   int64
 	horizon  int64
 	budget   int
 	out      bool  // first batch delivered
@@ -95,15 +107,12 @@ func newNode(c *Config, id int) *node {
 	nd := &node{
 		c: c, id: id, bw: c.bandwidth(c.Shape.Nodes), lat: c.Store.Latency.Seconds(), limit: c.CacheLimit,
 		conc:  c.concurrency() * c.consumers(),
-		state: make([]uint8, n), doneAt: make([]float64, n), lastUse: make([]float64, n),
-		leased: make([]int32, n), demand: make([]bool, n), pidx: make([]int32, n),
+		state: make([]uint8, n), doneAt: make([]float64, n), lastUse: make([]int64, n),
+		leased: make([]int32, n), demand: make([]bool, n), use: make([]int64, n),
+		vic:        newVictims(n),
 		workerFree: make([]float64, c.Shape.WorkersPerRank),
 	}
-	for i := range nd.pidx {
-		nd.pidx[i] = -1
-	}
-	nd.noRoomGen = -1
-	nd.window = int64(c.predownload()) * int64(c.consumers())
+	nd.walk = prefetch.New(int64(c.predownload()) * int64(c.consumers()))
 	nd.horizon = int64(max(2*c.predownload(), 1024)) * int64(c.consumers())
 	nd.budget = prefetchBudget(c, c.consumers())
 	// The index is fetched first and stays in the cache.
@@ -130,41 +139,118 @@ func (nd *node) transferEnd(t float64, b int64) float64 {
 	return end
 }
 
-// prefetchBudget is stream's per-consumer budget (Dataset.prefetchBudget)
-// times the consumers: the shards the node's prefetchers may hold ahead.
+// prefetchBudget is stream's per-consumer budget (prefetch.Budget) times
+// the consumers: the shards the node's prefetchers may hold ahead.
 func prefetchBudget(c *Config, consumers int) int {
-	if c.CacheLimit == 0 {
-		return math.MaxInt
-	}
 	var foot int64
 	for _, s := range c.Dataset.Shards {
 		foot = max(foot, s.Footprint)
 	}
-	if foot == 0 {
-		return math.MaxInt
+	per := prefetch.Budget(c.CacheLimit, c.Dataset.IndexBytes, foot, consumers)
+	if per == math.MaxInt {
+		return per
 	}
-	consumers = max(consumers, 1)
-	slots := int((c.CacheLimit-c.Dataset.IndexBytes)/foot) - 2*consumers
-	return max(slots/consumers, 0) * consumers
+	return per * max(consumers, 1)
 }
-
-// unknownUse marks a next use not computed yet this epoch.
-const unknownUse = -2
 
 // beginEpoch installs the epoch's schedule.
 func (nd *node) beginEpoch(sc *plan.Schedule, firstPos []int64) {
 	nd.sc = sc
-	if nd.nextUse == nil {
-		nd.nextUse = make([]int64, len(nd.state))
-	}
-	for i := range nd.nextUse {
-		nd.nextUse[i] = unknownUse
-	}
 	nd.runs = sc.Runs()
-	nd.nextRun, nd.retry, nd.ahead, nd.pos, nd.out, nd.stepRun = 0, false, nd.ahead[:0], 0, false, 0
+	nd.nextSame = nextSame(nd.runs, len(nd.state), nd.nextSame)
+	nd.walk.Reset()
+	nd.hint, nd.useRun, nd.hzRun, nd.pos, nd.out, nd.stepRun = 0, 0, 0, 0, false, 0
 	nd.firstPos = firstPos
 	for i := range nd.workerFree {
 		nd.workerFree[i] = 0
+	}
+	for _, s := range nd.vic.all() {
+		nd.use[s] = sc.NextUse(int(s), 0)
+	}
+	for _, s := range append([]int32(nil), nd.vic.all()...) {
+		nd.vic.set(int(s), nd.candidate(int(s)))
+	}
+}
+
+// nextSame returns, per run, the index of the next run of the same shard
+// (-1: none), in buf when it is large enough.
+func nextSame(runs []plan.ShardRun, shards int, buf []int32) []int32 {
+	out := buf[:0]
+	if cap(out) < len(runs) {
+		out = make([]int32, len(runs))
+	}
+	out = out[:len(runs)]
+	seen := make([]int32, shards)
+	for i := range seen {
+		seen[i] = -1
+	}
+	for i := len(runs) - 1; i >= 0; i-- {
+		sh := runs[i].Shard
+		out[i] = seen[sh]
+		seen[sh] = int32(i)
+	}
+	return out
+}
+
+// candidate returns a candidate shard's key for the policy: planned when a
+// consumer uses it within its look-ahead horizon (what stream.Iterator
+// reports to the cache as a Future), its Dist the absolute next use (see
+// victims).
+func (nd *node) candidate(shard int) cache.Candidate {
+	u := nd.use[shard]
+	return cache.NewCandidate(u >= 0 && u-nd.pos <= nd.horizon, u, nd.lastUse[shard])
+}
+
+// offer makes an unleased present shard a candidate.
+func (nd *node) offer(shard int) {
+	if !nd.tracking {
+		return
+	}
+	if nd.state[shard] != present || !cache.Evictable(nd.leased[shard] > 0, false, false) {
+		return
+	}
+	nd.use[shard] = nd.sc.NextUse(shard, nd.pos)
+	nd.vic.set(shard, nd.candidate(shard))
+}
+
+// moved updates the candidates' keys after the consumers moved to pos:
+// the next use of shards whose use is now behind, and the class of shards
+// that came into the horizon.
+func (nd *node) moved() {
+	if !nd.tracking {
+		return
+	}
+	runs, pos := nd.runs, nd.pos
+	for ; nd.useRun < len(runs) && runs[nd.useRun].Start < pos; nd.useRun++ {
+		r := runs[nd.useRun]
+		if !nd.vic.has(r.Shard) || nd.use[r.Shard] >= pos {
+			if r.Start+r.Len > pos {
+				break
+			}
+			continue
+		}
+		if r.Start+r.Len > pos {
+			// Still in use: its next use moves with pos.
+			nd.use[r.Shard] = pos
+			nd.vic.set(r.Shard, nd.candidate(r.Shard))
+			break
+		}
+		// Passed: the next use is the start of the shard's next run (the
+		// first use at or after pos: no run of it lies between).
+		u := int64(-1)
+		if k := nd.nextSame[nd.useRun]; k >= 0 {
+			u = runs[k].Start
+		}
+		if u >= 0 && u < pos {
+			u = nd.sc.NextUse(r.Shard, pos)
+		}
+		nd.use[r.Shard] = u
+		nd.vic.set(r.Shard, nd.candidate(r.Shard))
+	}
+	for ; nd.hzRun < len(runs) && runs[nd.hzRun].Start-pos <= nd.horizon; nd.hzRun++ {
+		if sh := runs[nd.hzRun].Shard; nd.vic.has(sh) && nd.vic.key[sh].Class != cache.Planned && nd.use[sh] >= 0 {
+			nd.vic.set(sh, nd.candidate(sh))
+		}
 	}
 }
 
@@ -181,13 +267,12 @@ func (nd *node) complete(shard int) {
 	sh := &nd.c.Dataset.Shards[shard]
 	nd.state[shard] = present
 	nd.usage += sh.CachedBytes - sh.Footprint
-	nd.pidx[shard] = int32(len(nd.presentList))
-	nd.presentList = append(nd.presentList, shard)
 	if !nd.demand[shard] {
 		nd.prefetching--
 	}
 	nd.demand[shard] = false
 	nd.gen++
+	nd.offer(shard)
 }
 
 // fetch starts a download of shard at t.
@@ -208,130 +293,128 @@ func (nd *node) fetch(shard int, t float64, demand bool) {
 	heap.Push(&nd.events, event{at: end, shard: shard})
 }
 
-// distance is the cache's view of a shard's next use: planned within the
-// consumers' look-ahead horizon, or not planned.
-func (nd *node) distance(shard int) (int64, bool) {
-	// The first use at or after an earlier position is still the first
-	// use at or after this one while it is not behind it (uses ascend).
-	u := nd.nextUse[shard]
-	if u == unknownUse || (u >= 0 && u < nd.pos) {
-		u = nd.sc.NextUse(shard, nd.pos)
-		nd.nextUse[shard] = u
-	}
-	if u < 0 || u-nd.pos > nd.horizon {
-		return 0, false
-	}
-	return u - nd.pos, true
-}
-
-// reserve makes room for n bytes as cache.reserve does: it evicts unleased
-// present shards, unplanned ones first (least recently used first), then
-// the planned ones whose next use is farthest; a prefetch evicts only
-// shards needed later than its own (distance). It reports whether the
-// bytes fit.
+// reserve makes room for n bytes as cache.Cache.reserve does, by the
+// cache's policy: it evicts candidates in cache.CompareCandidates order
+// while cache.MayEvict allows (a prefetch distance samples ahead evicts
+// only shards needed later), and a prefetch needed no sooner than one just
+// refused, with nothing changed since, is refused without a scan. It
+// reports whether the bytes fit.
 func (nd *node) reserve(n, distance int64, demand bool) bool {
 	if nd.limit == 0 || nd.usage+n <= nd.limit {
 		return true
 	}
-	if !demand && nd.noRoomGen == nd.gen && distance >= nd.noRoomDist {
-		// As the cache: a prefetch needed no sooner than one just
-		// refused, with nothing changed since, is refused without a scan.
+	if !demand && nd.refusals.Refused(nd.gen, distance) {
 		return false
 	}
-	// Evict the best candidate, one at a time (usually one is enough):
-	// unplanned before planned, then the farthest next use, then the
-	// least recently used.
+	if !nd.tracking {
+		nd.track()
+	}
 	for nd.usage+n > nd.limit {
-		best, bestPlanned, bestDist, bestLast := -1, true, int64(-1), 0.0
-		for _, s := range nd.presentList {
-			if nd.leased[s] > 0 {
-				continue
-			}
-			d, planned := nd.distance(s)
-			if !planned {
-				d = math.MaxInt64
-			}
-			better := best < 0 ||
-				(bestPlanned && !planned) ||
-				(bestPlanned == planned && (d > bestDist ||
-					(d == bestDist && (nd.lastUse[s] < bestLast || (nd.lastUse[s] == bestLast && s < best)))))
-			if better {
-				best, bestPlanned, bestDist, bestLast = s, planned, d, nd.lastUse[s]
-			}
-		}
-		if best < 0 || (!demand && bestDist <= distance) {
+		s, ok := nd.vic.first()
+		if !ok {
 			break
 		}
-		nd.evict(best)
+		k := nd.vic.key[s]
+		if k.Class == cache.Planned {
+			k.Dist -= nd.pos
+		}
+		if !cache.MayEvict(k, distance, demand) {
+			break
+		}
+		if nd.c.onEvict != nil {
+			nd.c.onEvict(nd, s)
+		}
+		nd.evict(s)
 	}
 	if nd.usage+n > nd.limit {
-		if !demand && (nd.noRoomGen != nd.gen || distance < nd.noRoomDist) {
-			nd.noRoomGen, nd.noRoomDist = nd.gen, distance
+		if !demand {
+			nd.refusals.Note(nd.gen, distance)
 		}
 		return false
 	}
 	return true
 }
 
+// track begins the upkeep of the candidates: every unleased present shard
+// with its next use from pos, and the cursors of moved.
+func (nd *node) track() {
+	nd.tracking = true
+	for sh := range nd.state {
+		nd.offer(sh)
+	}
+	runs, pos := nd.runs, nd.pos
+	nd.useRun = sort.Search(len(runs), func(k int) bool { return runs[k].Start+runs[k].Len > pos })
+	nd.hzRun = sort.Search(len(runs), func(k int) bool { return runs[k].Start-pos > nd.horizon })
+}
+
 func (nd *node) evict(shard int) {
 	nd.usage -= nd.c.Dataset.Shards[shard].CachedBytes
 	nd.state[shard] = absent
-	i := nd.pidx[shard]
-	last := nd.presentList[len(nd.presentList)-1]
-	nd.presentList[i] = last
-	nd.pidx[last] = i
-	nd.presentList = nd.presentList[:len(nd.presentList)-1]
-	nd.pidx[shard] = -1
+	nd.vic.remove(shard)
 	nd.evictions++
-	nd.gen++
 }
 
-// pump runs the prefetchers at t: walk the node's runs from the walk
-// position within the window ahead of the consumers, fetching absent
-// shards while the concurrency and the cache budget allow.
+// ShardAt implements prefetch.Plan over the node's runs.
+func (nd *node) ShardAt(p int64) (int, int64, bool) {
+	runs := nd.runs
+	in := func(i int) bool { return i < len(runs) && runs[i].Start <= p && p < runs[i].Start+runs[i].Len }
+	i := nd.hint
+	if !in(i) {
+		if in(i + 1) {
+			i++
+		} else {
+			i = sort.Search(len(runs), func(k int) bool { return runs[k].Start+runs[k].Len > p })
+		}
+	}
+	nd.hint = i
+	if i >= len(runs) {
+		return 0, p + 1, false
+	}
+	if r := runs[i]; r.Start > p {
+		return 0, r.Start, false
+	}
+	return runs[i].Shard, runs[i].Start + runs[i].Len, true
+}
+
+// Present implements prefetch.Plan.
+func (nd *node) Present(shard int) bool { return nd.state[shard] != absent }
+
+// Stop implements prefetch.Plan: every prefetch slot of the node is busy.
+func (nd *node) Stop() bool { return nd.prefetching >= nd.conc }
+
+// pump runs the prefetchers at t: the prefetch walk names the shards to
+// fetch within the window ahead of the consumers, while the concurrency
+// and the cache budget allow; a fetch the cache refuses stops the walk
+// until the consumers move on.
 func (nd *node) pump(t float64) {
-	if nd.sc == nil || nd.retry {
+	if nd.sc == nil || nd.walk.Refused() {
 		return
 	}
 	budget := nd.budget
 	if !nd.out {
 		// Until its first sample is out a consumer fetches only one
-		// shard (its first sample's, for a single consumer).
-		budget = min(budget, len(nd.firstPos))
+		// shard (its first sample's).
+		budget = prefetch.FirstBudget(budget) * len(nd.firstPos)
 	}
-	for nd.nextRun < len(nd.runs) && nd.runs[nd.nextRun].Start < nd.pos+nd.window &&
-		len(nd.ahead) < budget && nd.prefetching < nd.conc {
-		r := nd.runs[nd.nextRun]
-		if nd.state[r.Shard] != absent {
-			nd.nextRun++
-			continue
-		}
-		dist := max(r.Start-nd.pos, 0)
-		if !nd.reserve(nd.c.Dataset.Shards[r.Shard].Footprint, dist, false) {
-			nd.retry, nd.retryAt = true, nd.nextRun
+	for {
+		at, sh, ok := nd.walk.Next(nd, nd.pos, nd.sc.Len(), budget)
+		if !ok {
 			return
 		}
-		nd.fetch(r.Shard, t, false)
-		nd.ahead = append(nd.ahead, nd.nextRun)
-		nd.nextRun++
+		if !nd.reserve(nd.c.Dataset.Shards[sh].Footprint, max(at-nd.pos, 0), false) {
+			nd.walk.Refuse(at)
+			return
+		}
+		nd.fetch(sh, t, false)
+		nd.walk.Fetched(at)
 	}
 }
 
 // progress moves the consumers to position pos at t (a step begins).
 func (nd *node) progress(pos int64, t float64) {
 	nd.pos = pos
-	if nd.retry {
-		nd.retry = false
-		nd.nextRun = min(nd.nextRun, nd.retryAt)
-	}
-	for nd.nextRun < len(nd.runs) && nd.runs[nd.nextRun].Start+nd.runs[nd.nextRun].Len <= pos {
-		nd.nextRun++
-	}
-	k := 0
-	for k < len(nd.ahead) && nd.runs[nd.ahead[k]].Start+nd.runs[nd.ahead[k]].Len <= pos {
-		k++
-	}
-	nd.ahead = nd.ahead[k:]
+	nd.walk.Sync(pos)
+	nd.moved()
 	nd.pump(t)
 }
 
@@ -364,12 +447,16 @@ func (nd *node) step(s int, t float64) float64 {
 			nd.demandFetch(sh, t)
 		}
 		ready = math.Max(ready, nd.doneAt[sh])
-		nd.lastUse[sh] = t
+		nd.clock++
+		nd.lastUse[sh] = nd.clock
 		// The consumer holds a lease on the shard it reads; the last
 		// shard of the step stays leased into the next.
 		if nd.runs[i].Start+nd.runs[i].Len >= hi {
 			nd.leased[sh]++
 			nd.cur = append(nd.cur, sh)
+			nd.vic.remove(sh)
+		} else if nd.vic.has(sh) {
+			nd.vic.set(sh, nd.candidate(sh))
 		}
 	}
 	nd.advance(ready)
@@ -405,6 +492,7 @@ func (nd *node) demandFetch(sh int, t float64) {
 func (nd *node) release() {
 	for _, sh := range nd.cur {
 		nd.leased[sh]--
+		nd.offer(sh)
 	}
 	nd.gen++
 	nd.cur = nd.cur[:0]

@@ -206,6 +206,26 @@ func TestMinCacheLimit(t *testing.T) {
 	t.Logf("min limit %d (unlimited peak %d) in %d runs", res.Limit, res.Unlimited.PeakCacheBytes, res.Runs)
 }
 
+// BenchmarkSeedScaleTight is the seed's run with a 10 GB cache on every
+// node: the cache holds about a third of a node's shards, so every node
+// evicts and downloads again all the epoch (the issue's ≤ 10 s, ≤ 1 GB).
+func BenchmarkSeedScaleTight(b *testing.B) {
+	c := seedScale()
+	c.CacheLimit = 10 << 30
+	for b.Loop() {
+		r, err := Run(context.Background(), c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var ev int64
+		for _, n := range r.Nodes {
+			ev += n.Evictions
+		}
+		b.ReportMetric(float64(ev), "evictions")
+		b.ReportMetric(float64(r.StoreBytes)/1e9, "store-GB")
+	}
+}
+
 // BenchmarkSeedScaleTightNode0 is node 0 of the seed's run with a 10 GB
 // cache: about a third of its shards fit, so it evicts and downloads again
 // (~106k evictions), the eviction path's worst case.

@@ -1,0 +1,116 @@
+package sim
+
+import "github.com/sluicedata/sluice/cache"
+
+// victims is a node's eviction candidates (present, unleased shards) in
+// the cache policy's order (cache.CompareCandidates, ties by shard index
+// as the cache's stable sort over a dataset's shards): an indexed binary
+// heap, so that choosing a victim costs O(log n) instead of a scan of the
+// whole cache. A planned candidate's Dist is held as its absolute next-use
+// position: every planned distance is measured from the same position, so
+// the order is the same, and it does not change as the consumers move.
+type victims struct {
+	key  []cache.Candidate // per shard
+	at   []int32           // per shard: index in heap, -1 if not a candidate
+	heap []int32
+}
+
+func newVictims(shards int) victims {
+	v := victims{key: make([]cache.Candidate, shards), at: make([]int32, shards)}
+	for i := range v.at {
+		v.at[i] = -1
+	}
+	return v
+}
+
+func (v *victims) less(i, j int) bool {
+	a, b := v.heap[i], v.heap[j]
+	if c := cache.CompareCandidates(v.key[a], v.key[b]); c != 0 {
+		return c < 0
+	}
+	return a < b
+}
+
+func (v *victims) swap(i, j int) {
+	v.heap[i], v.heap[j] = v.heap[j], v.heap[i]
+	v.at[v.heap[i]] = int32(i)
+	v.at[v.heap[j]] = int32(j)
+}
+
+func (v *victims) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !v.less(i, p) {
+			return
+		}
+		v.swap(i, p)
+		i = p
+	}
+}
+
+func (v *victims) down(i int) {
+	n := len(v.heap)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && v.less(r, l) {
+			m = r
+		}
+		if !v.less(m, i) {
+			return
+		}
+		v.swap(i, m)
+		i = m
+	}
+}
+
+// has reports whether shard is a candidate.
+func (v *victims) has(shard int) bool { return v.at[shard] >= 0 }
+
+// set makes shard a candidate with key k, or updates its key.
+func (v *victims) set(shard int, k cache.Candidate) {
+	v.key[shard] = k
+	i := int(v.at[shard])
+	if i < 0 {
+		i = len(v.heap)
+		v.heap = append(v.heap, int32(shard))
+		v.at[shard] = int32(i)
+		v.up(i)
+		return
+	}
+	v.up(i)
+	v.down(int(v.at[shard]))
+}
+
+// remove makes shard no candidate.
+func (v *victims) remove(shard int) {
+	i := int(v.at[shard])
+	if i < 0 {
+		return
+	}
+	last := len(v.heap) - 1
+	if i != last {
+		v.swap(i, last)
+	}
+	v.heap = v.heap[:last]
+	v.at[shard] = -1
+	if i != last {
+		moved := v.heap[i]
+		v.up(i)
+		v.down(int(v.at[moved]))
+	}
+}
+
+// first returns the candidate the policy evicts first (ok false: none).
+func (v *victims) first() (shard int, ok bool) {
+	if len(v.heap) == 0 {
+		return 0, false
+	}
+	return int(v.heap[0]), true
+}
+
+// all returns the candidates, in no order.
+func (v *victims) all() []int32 { return v.heap }

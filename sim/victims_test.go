@@ -1,0 +1,109 @@
+package sim
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicedata/sluice/cache"
+	"github.com/sluicedata/sluice/plan"
+)
+
+// bruteVictim is the policy's choice by a scan of the whole cache, every
+// distance computed afresh from the schedule: what the cache's evict does
+// (sort all candidates) for one victim.
+func bruteVictim(nd *node) (int, cache.Candidate) {
+	best, bestKey := -1, cache.Candidate{}
+	for sh, st := range nd.state {
+		if st != present || nd.leased[sh] > 0 {
+			continue
+		}
+		u := nd.sc.NextUse(sh, nd.pos)
+		k := cache.NewCandidate(u >= 0 && u-nd.pos <= nd.horizon, u-nd.pos, nd.lastUse[sh])
+		if best < 0 || cache.CompareCandidates(k, bestKey) < 0 {
+			best, bestKey = sh, k
+		}
+	}
+	return best, bestKey
+}
+
+// The indexed heap of candidates picks, at every eviction, the victim a
+// full scan by the cache's policy picks, over shuffles and shapes whose
+// caches evict all the time.
+func TestVictimsMatchFullScan(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		algo  string
+		shape plan.Shape
+		limit int64
+		rank  bool
+	}{
+		{"py1e-2x2x2", plan.AlgoPy1e, plan.Shape{Nodes: 2, RanksPerNode: 2, WorkersPerRank: 2}, 40_000, false},
+		{"py1s-1x1x1", plan.AlgoPy1s, plan.Shape{Nodes: 1, RanksPerNode: 1, WorkersPerRank: 1}, 8_000, true},
+		// A cache of a third of the shards: candidates stay long enough to
+		// come into the horizon from beyond it.
+		{"py1s-1x1x1-roomy", plan.AlgoPy1s, plan.Shape{Nodes: 1, RanksPerNode: 1, WorkersPerRank: 1}, 200_000, true},
+		{"py1b-1x4x1", plan.AlgoPy1b, plan.Shape{Nodes: 1, RanksPerNode: 4, WorkersPerRank: 1}, 30_000, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// More samples per node than the look-ahead horizon (1024 per
+			// consumer): shards come into the horizon as the consumers move.
+			sizes := make([]int64, 600)
+			for i := range sizes {
+				sizes[i] = int64(7 + i%5)
+			}
+			seed := int64(3)
+			var evictions, checked, stale int
+			c := &Config{
+				Dataset:      UniformDataset(sizes, 100, 500),
+				Plan:         plan.Options{BatchSize: 4, Shuffle: true, ShuffleAlgo: tc.algo, ShuffleSeed: &seed, ShuffleBlockSize: 4096},
+				Shape:        tc.shape,
+				RankIterator: tc.rank,
+				Epochs:       2,
+				Predownload:  8,
+				CacheLimit:   tc.limit,
+				Store:        Store{Latency: 5 * time.Millisecond, BandwidthPerNode: 1e5},
+				StepTime:     Fixed(20 * time.Millisecond),
+			}
+			c.onEvict = func(nd *node, victim int) {
+				evictions++
+				want, wk := bruteVictim(nd)
+				u := nd.sc.NextUse(victim, nd.pos)
+				fresh := cache.NewCandidate(u >= 0 && u-nd.pos <= nd.horizon, u-nd.pos, nd.lastUse[victim])
+				k := nd.vic.key[victim]
+				if k.Class == cache.Planned {
+					k.Dist -= nd.pos
+				}
+				if k != fresh {
+					t.Errorf("node %d at %d: shard %d keyed %+v, afresh %+v", nd.id, nd.pos, victim, k, fresh)
+				}
+				// Every candidate's key, not only the victim's, is current.
+				for _, sh := range nd.vic.all() {
+					u := nd.sc.NextUse(int(sh), nd.pos)
+					f := cache.NewCandidate(u >= 0 && u-nd.pos <= nd.horizon, u-nd.pos, nd.lastUse[sh])
+					k := nd.vic.key[sh]
+					if k.Class == cache.Planned {
+						k.Dist -= nd.pos
+					}
+					if k != f {
+						stale++
+					}
+				}
+				if c := cache.CompareCandidates(fresh, wk); c != 0 || (want < victim) {
+					t.Errorf("node %d at %d: evicts shard %d (%+v), a full scan %d (%+v)", nd.id, nd.pos, victim, fresh, want, wk)
+				}
+				checked++
+			}
+			if _, err := Run(context.Background(), c); err != nil {
+				t.Fatal(err)
+			}
+			if stale > 0 {
+				t.Errorf("%d stale candidate keys seen at evictions", stale)
+			}
+			if evictions < 20 {
+				t.Fatalf("only %d evictions: the case does not exercise eviction", evictions)
+			}
+			t.Logf("%d evictions checked", checked)
+		})
+	}
+}
