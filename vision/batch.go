@@ -35,14 +35,11 @@ type Decoder struct {
 }
 
 // NewDecoder checks spec and returns a decoder for it using workers
-// goroutines per batch (0: GOMAXPROCS). The spec must have a fixed output
-// size (Height and Width).
+// goroutines per batch (0: GOMAXPROCS). DecodeBatch needs a fixed output
+// size (Height and Width); Decode does not.
 func NewDecoder(spec Spec, workers int) (*Decoder, error) {
 	if err := spec.Check(); err != nil {
 		return nil, err
-	}
-	if _, _, ok := spec.FixedSize(); !ok {
-		return nil, errors.New("vision: batches need a fixed output size (Height and Width)")
 	}
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -52,8 +49,18 @@ func NewDecoder(spec Spec, workers int) (*Decoder, error) {
 	return d, nil
 }
 
-// ImageSize returns the bytes of one decoded image.
+// ImageSize returns the bytes of one decoded image (0 without a fixed
+// output size).
 func (d *Decoder) ImageSize() int { return d.spec.Height * d.spec.Width * 3 }
+
+// Decode decodes one image as the package's Decode does, with the
+// decoder's spec and reusable scratch buffers. It is safe for concurrent
+// use.
+func (d *Decoder) Decode(dst, src []byte, epoch, sample int64) (Image, error) {
+	sc := d.pool.Get().(*scratch)
+	defer d.pool.Put(sc)
+	return decode(dst, src, &d.spec, epoch, sample, sc)
+}
 
 // DecodeBatch decodes srcs[i] (sample samples[i]) into
 // dst[i*ImageSize():(i+1)*ImageSize()], in parallel. dst must hold
@@ -61,6 +68,9 @@ func (d *Decoder) ImageSize() int { return d.spec.Height * d.spec.Width * 3 }
 // the other images are still decoded.
 func (d *Decoder) DecodeBatch(dst []byte, srcs [][]byte, samples []int64, epoch int64) error {
 	n := d.ImageSize()
+	if n == 0 {
+		return errors.New("vision: batches need a fixed output size (Height and Width)")
+	}
 	if len(samples) != len(srcs) {
 		return fmt.Errorf("vision: %d images but %d sample IDs", len(srcs), len(samples))
 	}

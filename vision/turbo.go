@@ -41,7 +41,22 @@ func decodeTurbo(dst, src []byte, spec *Spec, choose func(w, h int) plan, sc *sc
 	}
 	sc.kx.shift(xoff)
 	sc.ky.shift(win.Min.Y)
-	return p.finish(sc, dst, sc.rgb[:win.Dy()*width*3], width, win.Dy(), spec.Layout), true, nil
+	// The resampling in C: the same arithmetic as resample, about three
+	// times faster than the Go loops.
+	n := p.oh * p.ow * 3
+	if cap(dst) >= n {
+		dst = dst[:n]
+	} else {
+		dst = make([]byte, n)
+	}
+	h2 := win.Dy()
+	sc.tmp = grow(sc.tmp, p.ow*(h2+1)*3)
+	kx := libjpeg.Weights{Start: sc.kx.start, N: sc.kx.n, K: sc.kx.k, Max: sc.kx.max, Identity: sc.kx.identity(width)}
+	ky := libjpeg.Weights{Start: sc.ky.start, N: sc.ky.n, K: sc.ky.k, Max: sc.ky.max, Identity: sc.ky.identity(h2)}
+	if err := libjpeg.Resample(dst, sc.rgb[:h2*width*3], sc.tmp, width, h2, p.ow, p.oh, &kx, &ky, p.flip, spec.Layout == CHW); err != nil {
+		return m, true, err
+	}
+	return Image{Pix: dst, Height: p.oh, Width: p.ow, Crop: p.crop, Flipped: p.flip}, true, nil
 }
 
 func turboErr(err error) error {

@@ -357,8 +357,23 @@ func TestDecodeBatch(t *testing.T) {
 	if !errors.As(err, &be) || be.Index != 5 || be.Sample != 1005 || !errors.Is(err, ErrImage) {
 		t.Fatalf("bad image: %v", err)
 	}
-	if _, err := NewDecoder(Spec{}, 0); err == nil {
-		t.Fatal("decoder without a fixed size accepted")
+	free, err := NewDecoder(Spec{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := free.DecodeBatch(dst, srcs, ids, 2); err == nil {
+		t.Fatal("batch without a fixed size accepted")
+	}
+	// Decode with the decoder's scratch: the same as the package's.
+	for i := range 3 {
+		one, err := Decode(nil, srcs[i], &spec, 2, ids[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		two, err := d.Decode(nil, srcs[i], 2, ids[i])
+		if err != nil || !bytes.Equal(one.Pix, two.Pix) {
+			t.Fatalf("image %d: Decoder.Decode differs (%v)", i, err)
+		}
 	}
 }
 

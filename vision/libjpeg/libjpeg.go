@@ -135,6 +135,72 @@ static int sl_read(sl_jpeg *s, int x0, int x1, int y0, int y1, unsigned char *ou
 	*width = wd;
 	return s->eof ? -2 : 0;
 }
+
+// PIL's fixed-point separable resampling (22-bit weights, computed in Go):
+// rows of src (w × h packed RGB) -> tmp (ow × h) -> dst (ow × oh, HWC or
+// CHW, flipped if asked). A pass whose weights are the identity is
+// skipped (xs == NULL or ys == NULL).
+static inline unsigned char sl_clip8(int v) {
+	v >>= 22;
+	return v < 0 ? 0 : v > 255 ? 255 : (unsigned char)v;
+}
+
+static void sl_resample(const unsigned char *src, int w, int h,
+		const int *xs, const int *xn, const int *xk, int xmax, int ow,
+		const int *ys, const int *yn, const int *yk, int ymax, int oh,
+		unsigned char *tmp, unsigned char *row, unsigned char *dst, int flip, int chw) {
+	const unsigned char *mid = src;
+	if (xs != NULL) {
+		for (int y = 0; y < h; y++) {
+			const unsigned char *in = src + (size_t)y * w * 3;
+			unsigned char *out = tmp + (size_t)y * ow * 3;
+			for (int x = 0; x < ow; x++) {
+				const unsigned char *p = in + xs[x] * 3;
+				const int *k = xk + x * xmax;
+				int r = 1 << 21, g = 1 << 21, b = 1 << 21;
+				for (int i = 0; i < xn[x]; i++) {
+					r += p[3 * i] * k[i];
+					g += p[3 * i + 1] * k[i];
+					b += p[3 * i + 2] * k[i];
+				}
+				out[3 * x] = sl_clip8(r);
+				out[3 * x + 1] = sl_clip8(g);
+				out[3 * x + 2] = sl_clip8(b);
+			}
+		}
+		mid = tmp;
+	}
+	size_t stride = (size_t)ow * 3, plane = (size_t)ow * oh;
+	for (int y = 0; y < oh; y++) {
+		if (ys != NULL) {
+			const int *k = yk + y * ymax;
+			const unsigned char *base = mid + (size_t)ys[y] * stride;
+			for (size_t i = 0; i < stride; i++) {
+				int ss = 1 << 21;
+				for (int t = 0; t < yn[y]; t++) {
+					ss += base[t * stride + i] * k[t];
+				}
+				row[i] = sl_clip8(ss);
+			}
+		} else {
+			memcpy(row, mid + (size_t)y * stride, stride);
+		}
+		for (int x = 0; x < ow; x++) {
+			int ox = flip ? ow - 1 - x : x;
+			if (chw) {
+				size_t o = (size_t)y * ow + ox;
+				dst[o] = row[3 * x];
+				dst[plane + o] = row[3 * x + 1];
+				dst[2 * plane + o] = row[3 * x + 2];
+			} else {
+				unsigned char *o = dst + ((size_t)y * ow + ox) * 3;
+				o[0] = row[3 * x];
+				o[1] = row[3 * x + 1];
+				o[2] = row[3 * x + 2];
+			}
+		}
+	}
+}
 */
 import "C"
 
@@ -257,4 +323,71 @@ func (d *Decoder) Close() {
 		d.s = nil
 	}
 	d.pin.Unpin()
+}
+
+// Weights are one axis's resampling weights in 22-bit fixed point: output
+// sample i reads N[i] input samples from Start[i] with weights
+// K[i*Max : i*Max+N[i]]. Identity means a one-to-one copy.
+type Weights struct {
+	Start, N, K []int32
+	Max         int
+	Identity    bool
+}
+
+func (k *Weights) check(in, out int) error {
+	if k.Identity {
+		if in != out {
+			return fmt.Errorf("libjpeg: identity weights from %d to %d samples", in, out)
+		}
+		return nil
+	}
+	if len(k.Start) != out || len(k.N) != out || k.Max < 1 || len(k.K) < out*k.Max {
+		return fmt.Errorf("libjpeg: weights for %d samples malformed", out)
+	}
+	for i, s := range k.Start {
+		if s < 0 || k.N[i] < 0 || int(k.N[i]) > k.Max || int(s)+int(k.N[i]) > in {
+			return fmt.Errorf("libjpeg: weight %d reads [%d, %d) of %d samples", i, s, s+k.N[i], in)
+		}
+	}
+	return nil
+}
+
+// Resample resizes packed RGB src (w × h) to ow × oh into dst (HWC, or
+// CHW when chw) with the given weights, flipping horizontally when flip:
+// the same arithmetic as the pure-Go resampler of package vision, in C.
+// tmp is scratch of at least ow × (h+1) × 3 bytes.
+func Resample(dst, src, tmp []byte, w, h, ow, oh int, kx, ky *Weights, flip, chw bool) error {
+	if err := kx.check(w, ow); err != nil {
+		return err
+	}
+	if err := ky.check(h, oh); err != nil {
+		return err
+	}
+	switch {
+	case w < 1 || h < 1 || ow < 1 || oh < 1:
+		return fmt.Errorf("libjpeg: resample %d×%d to %d×%d", w, h, ow, oh)
+	case len(src) < w*h*3 || len(dst) < ow*oh*3 || len(tmp) < ow*(h+1)*3:
+		return fmt.Errorf("libjpeg: resample buffers too small")
+	}
+	var xs, xn, xk, ys, yn, yk *C.int
+	xmax, ymax := C.int(0), C.int(0)
+	if !kx.Identity {
+		xs, xn, xk = (*C.int)(&kx.Start[0]), (*C.int)(&kx.N[0]), (*C.int)(&kx.K[0])
+		xmax = C.int(kx.Max)
+	}
+	if !ky.Identity {
+		ys, yn, yk = (*C.int)(&ky.Start[0]), (*C.int)(&ky.N[0]), (*C.int)(&ky.K[0])
+		ymax = C.int(ky.Max)
+	}
+	C.sl_resample((*C.uchar)(&src[0]), C.int(w), C.int(h), xs, xn, xk, xmax, C.int(ow),
+		ys, yn, yk, ymax, C.int(oh), (*C.uchar)(&tmp[0]), (*C.uchar)(&tmp[ow*h*3]), (*C.uchar)(&dst[0]),
+		cbool(flip), cbool(chw))
+	return nil
+}
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
 }

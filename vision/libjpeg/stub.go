@@ -25,3 +25,15 @@ func (d *Decoder) Read(dst []byte, x0, y0, x1, y1 int) (xoff, width int, err err
 
 // Close does nothing without libjpeg-turbo.
 func (d *Decoder) Close() {}
+
+// Weights are one axis's resampling weights (see the libjpeg build).
+type Weights struct {
+	Start, N, K []int32
+	Max         int
+	Identity    bool
+}
+
+// Resample returns ErrUnavailable without libjpeg-turbo.
+func Resample(dst, src, tmp []byte, w, h, ow, oh int, kx, ky *Weights, flip, chw bool) error {
+	return ErrUnavailable
+}
