@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,6 +26,8 @@ type feedConn struct {
 	// fd is the memory file to send with the next reply, or 0 for none.
 	// Only the serving goroutine touches it.
 	fd int
+	// lastSlot numbers the slots of all the connection's iterations.
+	lastSlot int
 }
 
 // feedIter is one iteration's feed: the samples taken for the batch being
@@ -41,7 +44,28 @@ type feedIter struct {
 	files      map[string]*os.File
 	scratch    []byte
 	meta       []byte
+	slots      []*feedSlot
+	lastSlot   *int // the connection's counter
+	retired    []int
 }
+
+// feedSlot is a reusable memory file of an iteration, mapped here.
+type feedSlot struct {
+	id   int
+	fd   int
+	mem  []byte
+	busy bool // written and not yet freed by the client
+	sent bool // the client has its descriptor
+}
+
+// maxFeedSlots bounds the memory files one iteration keeps: enough for the
+// batches a client holds (its queue, the one training, the one being
+// read); when all are busy a batch goes into a file used once.
+const maxFeedSlots = 8
+
+// minFeedSlot is the smallest slot file, so that small batches that grow
+// a little do not retire their slots.
+const minFeedSlot = 1 << 20
 
 // feedBegun registers a begun iteration for feed requests.
 func (c *conn) feedBegun(id int, ds *sharedDataset, spec plan.EpochSpec) {
@@ -50,7 +74,7 @@ func (c *conn) feedBegun(id int, ds *sharedDataset, spec plan.EpochSpec) {
 	if c.feed.iters == nil {
 		c.feed.iters = map[int]*feedIter{}
 	}
-	c.feed.iters[id] = &feedIter{ds: ds, sample: FeedSample{Epoch: spec.Epoch, Seed: seedOf(spec)}}
+	c.feed.iters[id] = &feedIter{ds: ds, sample: FeedSample{Epoch: spec.Epoch, Seed: seedOf(spec)}, lastSlot: &c.feed.lastSlot}
 }
 
 // feedEnd drops an iteration's feed state and its leases.
@@ -83,6 +107,80 @@ func (fi *feedIter) close() {
 	releaseLocs(fi.pending)
 	fi.pending = nil
 	fi.closeFiles(nil)
+	for _, sl := range fi.slots {
+		sl.close()
+	}
+	fi.slots = nil
+}
+
+func (sl *feedSlot) close() {
+	if sl.mem != nil {
+		unix.Munmap(sl.mem)
+		sl.mem = nil
+	}
+	if sl.fd > 0 {
+		unix.Close(sl.fd)
+		sl.fd = 0
+	}
+}
+
+// free marks the slots the client freed as writable again.
+func (fi *feedIter) free(ids []int) {
+	for _, id := range ids {
+		for _, sl := range fi.slots {
+			if sl.id == id {
+				sl.busy = false
+			}
+		}
+	}
+}
+
+// slotFor returns a free slot of at least size bytes, creating or
+// replacing one as needed; nil when all are busy.
+func (fi *feedIter) slotFor(size int64) (*feedSlot, error) {
+	var small *feedSlot
+	for _, sl := range fi.slots {
+		if sl.busy {
+			continue
+		}
+		if int64(len(sl.mem)) >= size {
+			return sl, nil
+		}
+		small = sl
+	}
+	if small == nil && len(fi.slots) >= maxFeedSlots {
+		return nil, nil
+	}
+	if small != nil {
+		// Too small for this batch: retire it, the client unmaps it.
+		fi.retired = append(fi.retired, small.id)
+		small.close()
+		fi.slots = slices.DeleteFunc(fi.slots, func(s *feedSlot) bool { return s == small })
+	}
+	n := int64(minFeedSlot)
+	for n < size {
+		n *= 2
+	}
+	fd, err := unix.MemfdCreate("sluice-feed", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("agent: feed: memfd_create: %w", err)
+	}
+	if err := unix.Ftruncate(fd, n); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("agent: feed: size a memory file to %d bytes: %w", n, err)
+	}
+	mem, err := unix.Mmap(fd, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("agent: feed: map a memory file of %d bytes: %w", n, err)
+	}
+	if fi.lastSlot == nil {
+		fi.lastSlot = new(int)
+	}
+	*fi.lastSlot++
+	sl := &feedSlot{id: *fi.lastSlot, fd: fd, mem: mem}
+	fi.slots = append(fi.slots, sl)
+	return sl, nil
 }
 
 // closeFiles closes the open shard files not in keep.
@@ -146,6 +244,7 @@ func (c *conn) feedNext(ctx context.Context, f agentapi.Frame) (any, []byte, err
 			return nil, nil, err
 		}
 	}
+	fi.free(req.Free)
 	n := min(max(req.Max, 1), c.a.opts.MaxBatch)
 	wait := c.a.opts.Wait
 	if req.WaitMS > 0 {
@@ -340,9 +439,30 @@ func (fi *feedIter) assemble(batch []location) (agentapi.FeedBatch, int, error) 
 	if err != nil {
 		return agentapi.FeedBatch{}, 0, err
 	}
-	fd, err := writeMemfd(hdr.Size, pieces)
+	hdr.Retired, fi.retired = fi.retired, nil
+	sl, err := fi.slotFor(hdr.Size)
 	if err != nil {
 		return agentapi.FeedBatch{}, 0, err
+	}
+	if sl == nil {
+		// Every slot is still viewed by the client: a file used once.
+		fd, err := writeMemfd(hdr.Size, pieces)
+		return hdr, fd, err
+	}
+	for _, pc := range pieces {
+		copy(sl.mem[pc.off:], pc.b)
+	}
+	hdr.Slot = sl.id
+	sl.busy = true
+	fd := 0
+	if !sl.sent {
+		// The reply's descriptor is closed once sent; the slot keeps its own.
+		if fd, err = unix.Dup(sl.fd); err != nil {
+			sl.busy = false
+			return agentapi.FeedBatch{}, 0, fmt.Errorf("agent: feed: %w", err)
+		}
+		unix.CloseOnExec(fd)
+		sl.sent = true
 	}
 	return hdr, fd, nil
 }

@@ -21,8 +21,11 @@ import (
 
 // feedClient speaks the feed protocol over a raw unix connection.
 type feedClient struct {
-	t  *testing.T
-	uc *net.UnixConn
+	t     *testing.T
+	uc    *net.UnixConn
+	slots map[int][]byte // mapped slots
+	free  []int          // slots to free with the next request
+	fds   int            // descriptors received
 }
 
 func dialFeed(t *testing.T, sock string) *feedClient {
@@ -32,7 +35,12 @@ func dialFeed(t *testing.T, sock string) *feedClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	fc := &feedClient{t: t, uc: nc.(*net.UnixConn)}
+	fc := &feedClient{t: t, uc: nc.(*net.UnixConn), slots: map[int][]byte{}}
+	t.Cleanup(func() {
+		for _, m := range fc.slots {
+			unix.Munmap(m)
+		}
+	})
 	var h agentapi.Hello
 	fc.call(agentapi.Hello{Op: agentapi.OpHello, Version: agentapi.Version, MinVersion: agentapi.MinVersion}, &h)
 	if h.Version != agentapi.FeedVersion {
@@ -108,35 +116,59 @@ func (fc *feedClient) call(req, out any) {
 	}
 }
 
-// next fetches one feed batch and maps it; nil mem when the batch is empty.
+// next fetches one feed batch and maps it; done frees its slot.
 func (fc *feedClient) next(iter, max int) (*agentapi.FeedView, func()) {
 	fc.t.Helper()
-	fc.send(agentapi.FeedNext{Op: agentapi.OpFeed, Iter: iter, Max: max})
+	fc.send(agentapi.FeedNext{Op: agentapi.OpFeed, Iter: iter, Max: max, Free: fc.free})
+	fc.free = nil
 	var b agentapi.FeedBatch
 	fds := fc.recv(&b)
+	fc.fds += len(fds)
+	for _, r := range b.Retired {
+		unix.Munmap(fc.slots[r])
+		delete(fc.slots, r)
+	}
 	if b.N == 0 {
 		if len(fds) != 0 {
 			fc.t.Fatalf("empty batch came with %d descriptors", len(fds))
 		}
 		return &agentapi.FeedView{Batch: b}, func() {}
 	}
-	if len(fds) != 1 {
-		fc.t.Fatalf("batch of %d came with %d descriptors", b.N, len(fds))
+	mem, ok := fc.slots[b.Slot]
+	if len(fds) == 1 {
+		var st unix.Stat_t
+		if err := unix.Fstat(fds[0], &st); err != nil {
+			fc.t.Fatal(err)
+		}
+		m, err := unix.Mmap(fds[0], 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
+		unix.Close(fds[0])
+		if err != nil {
+			fc.t.Fatal(err)
+		}
+		if ok {
+			fc.t.Fatalf("slot %d sent twice", b.Slot)
+		}
+		mem = m
+		if b.Slot != 0 {
+			fc.slots[b.Slot] = m
+		}
+	} else if len(fds) != 0 || !ok {
+		fc.t.Fatalf("batch of %d in slot %d came with %d descriptors (mapped: %v)", b.N, b.Slot, len(fds), ok)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fds[0], &st); err != nil {
-		fc.t.Fatal(err)
+	if b.Size > int64(len(mem)) {
+		fc.t.Fatalf("batch of %d bytes in a slot of %d", b.Size, len(mem))
 	}
-	mem, err := unix.Mmap(fds[0], 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
-	unix.Close(fds[0])
+	v, err := agentapi.ParseFeed(b, mem[:b.Size])
 	if err != nil {
 		fc.t.Fatal(err)
 	}
-	v, err := agentapi.ParseFeed(b, mem)
-	if err != nil {
-		fc.t.Fatal(err)
+	return v, func() {
+		if b.Slot != 0 {
+			fc.free = append(fc.free, b.Slot)
+		} else {
+			unix.Munmap(mem)
+		}
 	}
-	return v, func() { unix.Munmap(mem) }
 }
 
 // memfds counts this process's descriptors that are memory files.
@@ -204,9 +236,15 @@ func TestFeedMatchesPlan(t *testing.T) {
 		if !slices.Equal(ids, want) {
 			t.Fatalf("worker %d: fed %d samples %v..., plan %d %v...", w, len(ids), ids[:min(8, len(ids))], len(want), want[:min(8, len(want))])
 		}
+		// The iteration's slots close with it.
+		fc.call(agentapi.End{Op: agentapi.OpEnd, Iter: bg.Iter}, &agentapi.OK{})
 		if got := memfds(t); got != before {
-			t.Fatalf("%d memory files open in the agent's process after the batches were mapped and closed (before %d)", got, before)
+			t.Fatalf("%d memory files open in the agent's process after the iteration ended (before %d)", got, before)
 		}
+	}
+	// Freed slots are reused: far fewer files than batches.
+	if fc.fds == 0 || fc.fds > 2*workers {
+		t.Fatalf("%d memory files received for 300 samples in batches of %d", fc.fds, bs)
 	}
 	st := h.a.stats()
 	if st.Leases != 0 {
@@ -286,6 +324,7 @@ func TestFeedTransforms(t *testing.T) {
 		t.Fatalf("unknown transform: %v", err)
 	}
 	fi = &feedIter{ds: sd, sample: FeedSample{Epoch: 0, Seed: 77}}
+	defer fi.close()
 	specs := []agentapi.FeedTransformSpec{{Column: "text", Transform: "upper"}, {Column: "id", Transform: "key"}}
 	if err := fi.configure(specs, table); err != nil {
 		t.Fatal(err)

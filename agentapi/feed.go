@@ -21,10 +21,12 @@ import (
 //     Index, relative to Offset, and the values' bytes from Offset.
 //
 // The sample IDs (N little-endian int64) lie at FeedBatch.Samples. Every
-// region starts at a multiple of FeedAlign. The agent keeps nothing of a
-// batch once the reply is sent: the file lives exactly as long as the
-// client's descriptor or mapping, so a killed client or agent leaves no
-// shared memory behind, and no lease is held for a feed batch.
+// region starts at a multiple of FeedAlign. Memory files are reused: a few
+// slots per iteration, each written again only after the client frees it
+// (so pages are allocated once, not per batch). They have no name; the
+// agent's descriptors close with the connection and the client's mappings
+// with its process, so a killed client or agent leaves no shared memory
+// behind. No lease is held for a feed batch once it is written.
 
 // FeedVersion is the first protocol version with the feed op.
 const FeedVersion = 2
@@ -71,6 +73,9 @@ type FeedNext struct {
 	// Transforms apply from the iteration's first feed request on; the
 	// agent ignores them on later requests.
 	Transforms []FeedTransformSpec `json:"transforms,omitempty"`
+	// Free lists slots (FeedBatch.Slot) the client no longer views: the
+	// agent may write later batches into them.
+	Free []int `json:"free,omitempty"`
 }
 
 // FeedColumn places one column in a feed batch.
@@ -105,7 +110,15 @@ type FeedBatch struct {
 	N int `json:"n"`
 	// Done reports the end of the iteration (N is then 0).
 	Done bool `json:"done"`
-	// Size is the memory file's size in bytes.
+	// Slot names the memory file the batch lies in, from offset 0. The
+	// agent keeps a few per iteration and writes a later batch into a slot
+	// only once the client has listed it in FeedNext.Free; a slot's
+	// descriptor comes with the first batch written into it (and with
+	// every batch of slot 0, a file used once).
+	Slot int `json:"slot"`
+	// Retired lists slots the agent has closed: the client unmaps them.
+	Retired []int `json:"retired,omitempty"`
+	// Size is the batch's size in bytes (its slot's file may be larger).
 	Size int64 `json:"size"`
 	// Samples is where the N sample IDs lie.
 	Samples int64 `json:"samples"`

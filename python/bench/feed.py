@@ -89,16 +89,61 @@ def loader(ds, workers, collate=None):
     return sluice.StreamingDataLoader(ds, **kw)
 
 
-def with_mode(mode, fn):
-    old = os.environ.get("SLUICE_FEED")
+def with_mode(mode, fn, shm="off"):
+    """Runs fn with SLUICE_FEED=mode and SLUICE_SHM=shm (the shared-memory
+    feed is measured on its own rows)."""
+    old = {k: os.environ.get(k) for k in ("SLUICE_FEED", "SLUICE_SHM")}
     os.environ["SLUICE_FEED"] = mode
+    os.environ["SLUICE_SHM"] = shm
     try:
         return fn()
     finally:
-        if old is None:
-            os.environ.pop("SLUICE_FEED", None)
-        else:
-            os.environ["SLUICE_FEED"] = old
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+# -- the three paths side by side -------------------------------------------------
+
+PATHS = (("process loader workers=2", "workers", "off", 2),
+         ("threaded feed workers=2", "threads", "off", 2),
+         ("shared-memory feed workers=2", "threads", "on", 2))
+
+
+def paths_table(work, repeat, large, small, arrays):
+    """Each data shape through the three paths: torch's worker processes,
+    the threaded feed over mapped shards, the threaded feed over the agent's
+    shared-memory batches. Guarded by count and id sum."""
+    import numpy as np
+
+    shapes = []
+    if large:
+        blob = os.urandom(100 * 1024)
+        shapes.append(("100 KB bytes", large, {"id": "int", "data": "bytes"}, lambda i: {"id": i, "data": blob}))
+    if small:
+        text = "y" * 150
+        shapes.append(("~200 B text+int", small, {"id": "int", "text": "str", "label": "int32"},
+                       lambda i: {"id": i, "text": "%s %d" % (text, i), "label": np.int32(i % 1000)}))
+    if arrays:
+        arr = np.arange(3 * 64 * 64, dtype=np.float32).reshape(3, 64, 64)
+        shapes.append(("48 KB ndarray float32 3x64x64", arrays, {"id": "int", "x": "ndarray:float32:3,64,64"},
+                       lambda i: {"id": i, "x": arr}))
+    print("\nThe three paths side by side (StreamingDataLoader batch_size=32, shuffle; CPU of every process incl. the agent)")
+    print("  %-30s %-30s %12s %14s" % ("data", "path", "samples/s", "CPU us/sample"))
+    for name, n, cols, make in shapes:
+        d = os.path.join(work, "paths-%d" % len(os.listdir(work)))
+        mdswrite.write(d, cols, (make(i) for i in range(n)), size_limit=1 << 26)
+        want = n * (n - 1) // 2
+
+        def ds():
+            return sluice.StreamingDataset(local=d, batch_size=32, shuffle=True)
+
+        with_mode("threads", lambda: epoch(loader(ds(), 2), False, n, want))  # warm the cache
+        for label, mode, shm, workers in PATHS:
+            rate, cpu = best_of(repeat, lambda: with_mode(mode, lambda: epoch(loader(ds(), workers), False, n, want), shm))
+            print("  %-30s %-30s %12.0f %14.1f" % (name, label, rate, cpu * 1e6))
 
 
 # -- images -----------------------------------------------------------------
@@ -227,6 +272,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=2, help="epochs per loader figure; the best counts")
     ap.add_argument("--work", default=None)
     ap.add_argument("--go", action="store_true", help="also run the Go benchmarks (source tree)")
+    ap.add_argument("--paths-only", action="store_true", help="only the three-paths table")
+    ap.add_argument("--small", type=int, default=200000, help="~200 B samples in the three-paths table")
+    ap.add_argument("--arrays", type=int, default=8000, help="48 KB ndarray samples in the three-paths table")
     args = ap.parse_args()
     cores = os.cpu_count()
     work = args.work or tempfile.mkdtemp(prefix="sluice-feedbench-")
@@ -234,6 +282,9 @@ def main():
     print("load average %.2f, %d CPUs; MosaicML Streaming, LitData, WebDataset: not installable here"
           % (os.getloadavg()[0], cores))
     try:
+        paths_table(work, args.repeat, args.large, args.small, args.arrays)
+        if args.paths_only:
+            return
         # 3. index first: no agent child yet to inflate the peak RSS.
         size = big_index(os.path.join(work, "idx"))
         secs, rss = inspect_index(os.path.join(work, "idx"))

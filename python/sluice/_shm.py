@@ -169,7 +169,7 @@ def check_layout(hdr, mem):
         csize = _int(c.get("size", 0), name + " size")
         if kind == "fixed":
             dt = c.get("dtype")
-            if dt not in _DTYPE_SIZE:
+            if not isinstance(dt, str) or dt not in _DTYPE_SIZE:
                 raise errors.ProtocolError("feed column %r: dtype %r" % (name, dt))
             shape = c.get("shape") or []
             if not isinstance(shape, list):
@@ -221,30 +221,75 @@ class Batch:
         return [mv[off + offs[i] : off + offs[i + 1]] for i in range(self.n)]
 
 
-def map_batch(hdr, fds):
-    """Maps a feed reply's memory file (closing the descriptor)."""
-    try:
-        n = hdr.get("n", 0)
-        if not n:
+class Slots:
+    """The memory files (slots) of one iteration's connection, mapped.
+
+    A batch's memory is a numpy view of its slot; when the last view of it
+    dies (the batch and every tensor made from it), a finalizer puts the
+    slot on the free list, and the next request gives it back to the agent
+    for reuse. A slot the user still views is never written again.
+    """
+
+    def __init__(self):
+        self.maps = {}
+        self.freed = []  # appended by finalizers (any thread)
+
+    def take_freed(self):
+        out = []
+        while self.freed:
+            out.append(self.freed.pop())
+        return out
+
+    def batch(self, hdr, fds):
+        """Maps a feed reply's batch (closing the descriptors); None for an
+        empty reply."""
+        import weakref
+
+        import numpy as np
+
+        try:
+            for r in hdr.get("retired") or ():
+                self.maps.pop(r, None)  # unmapped once unreferenced
+            n = hdr.get("n", 0)
+            if not n:
+                if fds:
+                    raise errors.ProtocolError("an empty feed batch came with %d descriptors" % len(fds))
+                return None
+            slot = hdr.get("slot", 0)
+            if type(slot) is not int or slot < 0:
+                raise errors.ProtocolError("feed batch in slot %r" % (slot,))
+            size = hdr.get("size")
+            if type(size) is not int or size <= 0:
+                raise errors.ProtocolError("feed batch of %r bytes" % (size,))
             if fds:
-                raise errors.ProtocolError("an empty feed batch came with %d descriptors" % len(fds))
-            return None
-        if len(fds) != 1:
-            raise errors.ProtocolError("a feed batch of %d samples came with %d descriptors" % (n, len(fds)))
-        size = os.fstat(fds[0]).st_size
-        if size != hdr.get("size"):
-            raise errors.ProtocolError("feed memory file has %d bytes, the header says %r" % (size, hdr.get("size")))
-        if size == 0:
-            raise errors.ProtocolError("feed memory file is empty")
-        # Shared and writable: the file is this batch's alone, so tensors
-        # that view it may be written like any other; populated at once.
-        m = mmap.mmap(fds[0], size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
-                      prot=mmap.PROT_READ | mmap.PROT_WRITE)
-    finally:
-        _close_fds(fds)
-    return Batch(hdr, m)
+                if len(fds) != 1 or (slot and slot in self.maps):
+                    raise errors.ProtocolError("a feed batch in slot %d came with %d descriptors" % (slot, len(fds)))
+                fsize = os.fstat(fds[0]).st_size
+                if fsize < size:
+                    raise errors.ProtocolError("feed memory file has %d bytes, the batch %d" % (fsize, size))
+                # Shared and writable: only the agent writes it otherwise,
+                # and only once it is freed here. Populated at once.
+                m = mmap.mmap(fds[0], fsize, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                              prot=mmap.PROT_READ | mmap.PROT_WRITE)
+                if slot:
+                    self.maps[slot] = m
+            else:
+                m = self.maps.get(slot)
+                if m is None or not slot:
+                    raise errors.ProtocolError("feed batch in slot %d, which this client has not mapped" % slot)
+                if len(m) < size:
+                    raise errors.ProtocolError("feed batch of %d bytes in a slot of %d" % (size, len(m)))
+        finally:
+            _close_fds(fds)
+        base = np.frombuffer(m, np.uint8, count=size)
+        b = Batch(hdr, base)
+        if slot:
+            weakref.finalize(base, self.freed.append, slot)
+        return b
 
 
+_NP = {"int8": "i1", "int16": "i2", "int32": "i4", "int64": "i8", "uint8": "u1",
+       "float16": "f2", "float32": "f4", "float64": "f8"}
 _TORCH_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64")
 
 
@@ -269,11 +314,11 @@ class Collator:
                     and (shape or enc == "int" or enc == dt):
                 # default_collate gives these a tensor of this dtype and
                 # shape (N, *shape): view the mapping.
-                count = b.n * (stride // _DTYPE_SIZE[dt])
-                if count == 0:
+                if stride == 0:
                     t = torch.empty((b.n,) + shape, dtype=self.tdtype[dt])
                 else:
-                    t = torch.frombuffer(b.mem, dtype=self.tdtype[dt], count=count, offset=off).view((b.n,) + shape)
+                    # A view of the slot: the tensor keeps it from reuse.
+                    t = torch.from_numpy(b.mem[off : off + b.n * stride].view("<" + _NP[dt]).reshape((b.n,) + shape))
                 out[name] = t
                 continue
             dec = self.decoders[k] if enc == self.encodings[k] else _decode.column_decoder(enc, False)
@@ -283,7 +328,7 @@ class Collator:
 
 def samples(b, decoders, encodings):
     """The batch's samples as the mapped-shard path decodes them: dicts of
-    column values (ndarray values view the batch's memory, writable)."""
+    column values (copies: the slot is reused once the batch is freed)."""
     cols = []
     for k, c in enumerate(b.columns):
         name, enc = c[0], c[1]
@@ -310,12 +355,21 @@ def feed_batches(ds, conn, begun, batch_size, world, transforms=None):
     import time
 
     req = {"op": "feed", "iter": begun["iter"], "max": int(batch_size)}
+    slots = Slots()
+
+    def request():
+        r = req
+        freed = slots.take_freed()
+        if freed:
+            r = dict(req, free=freed)
+        return r
+
     first = dict(req, transforms=transforms) if transforms else req
     conn.send(first)
     last = time.monotonic()
     while True:
         hdr, fds = recv_reply(conn, "feed")
-        b = map_batch(hdr, fds)
+        b = slots.batch(hdr, fds)
         if b is None:
             if hdr.get("done"):
                 return
@@ -326,11 +380,12 @@ def feed_batches(ds, conn, begun, batch_size, world, transforms=None):
                     "answering that none was ready (shards still downloading, or cache_limit=%s full); "
                     "see stall_timeout" % (begun["epoch"], world["rank"], world["worker"], world["num_workers"],
                                           waited, ds.cache_limit))
-            conn.send(req)
+            conn.send(request())
             continue
         last = time.monotonic()
-        conn.send(req)
+        conn.send(request())
         yield b
+        b = None  # let its slot go as soon as the consumer drops it
 
 
 def supports(conn):
@@ -370,3 +425,21 @@ def iterate(ds, world, conn, begun, batch_size, transforms=None):
                 begun = dict(begun, iter=nb["iter"])
     finally:
         conn.close()
+
+
+def per_sample(ds, cls, conn):
+    """Whether ds.__iter__ (a DataLoader worker process, or num_workers=0
+    with torch's loop) reads its samples from the feed: only with
+    SLUICE_SHM=on (there the mapped-shard path costs less CPU per sample
+    than the feed plus per-sample dicts, measured in python/bench/feed.py)."""
+    return mode() == "on" and supports(conn) and eligible(ds, cls)
+
+
+def iter_samples(ds, world, conn, begun):
+    """The iteration's samples from feed batches, as dicts equal to what the
+    mapped-shard path yields."""
+    schema = ds._info["schemas"][0]
+    encs = list(schema["column_encodings"])
+    decs = [_decode.column_decoder(e, ds.allow_unsafe_types) for e in encs]
+    for b in iterate(ds, world, conn, begun, ds.batch_size or 1, getattr(ds, "_feed_transforms", None)):
+        yield from samples(b, decs, encs)

@@ -450,6 +450,10 @@ class StreamingDataset(_Base):
         if self._info is None:
             self._connection(world)
         conn, begun = self._begin(world, {"resume": self._resume} if self._resume is not None else {})
+        from . import _shm
+
+        if _shm.per_sample(self, StreamingDataset, conn):
+            return _shm.iter_samples(self, world, conn, begun)
         return self._iterate(world, conn, begun, worker)
 
     def _begin(self, world, extra):
