@@ -46,5 +46,7 @@ type TransformFactory func(col agentapi.FeedColumn, params json.RawMessage) (Col
 
 // feedTransforms is the table of transforms a feed request may name.
 func feedTransforms() map[string]TransformFactory {
-	return map[string]TransformFactory{}
+	return map[string]TransformFactory{
+		"image": newImageTransform, // agent/feed_image.go
+	}
 }
