@@ -19,6 +19,7 @@ from .errors import (
     ProtocolError,
     SluiceError,
 )
+from .images import DecodeImage
 
 from ._version import __version__
 from .wds import WebDataset, WebLoader
@@ -36,6 +37,7 @@ __all__ = [
     "AgentTimeoutError",
     "CacheLimitError",
     "CorruptDataError",
+    "DecodeImage",
     "DatasetNotFoundError",
     "InvalidArgumentError",
     "PermissionDeniedError",

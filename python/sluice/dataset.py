@@ -7,6 +7,7 @@ import time
 import warnings
 
 from . import _agent, _decode, _worker, _world, errors
+from . import images as _images
 
 try:
     from torch.utils.data import IterableDataset as _Base
@@ -146,8 +147,10 @@ class StreamingDataset(_Base):
     ``stall_timeout`` (seconds an iteration may go without a sample before
     it fails with AgentTimeoutError; default: timeout plus every download
     attempt's download_timeout),
-    ``fetch_size`` (samples per request) and ``inline_max`` (records up to
-    this many bytes are sent inline instead of mapped).
+    ``fetch_size`` (samples per request), ``inline_max`` (records up to
+    this many bytes are sent inline instead of mapped) and
+    ``decode_images`` (sluice.DecodeImage objects: image columns delivered
+    as uint8 arrays, cropped and flipped per sample; docs/images.md).
     """
 
     def __init__(
@@ -183,6 +186,7 @@ class StreamingDataset(_Base):
         stall_timeout=None,
         fetch_size=None,
         inline_max=0,
+        decode_images=None,
     ):
         if streams is not None and (remote is not None or local is not None):
             raise ValueError("give either streams or remote/local, not both")
@@ -272,6 +276,10 @@ class StreamingDataset(_Base):
         self._decoders = None
         self._held = None  # batch leased by __getitem__
         self._pending = None  # (sample id, sample) being routed through a subclass's __getitem__
+        # Image columns delivered decoded (sluice.images, docs/images.md):
+        # by the agent through the shared-memory feed, else with PIL here.
+        self._decode_images = _images.check(decode_images)
+        self._feed_transforms = [d.feed_transform(shuffle_seed) for d in self._decode_images] or None
         # Connect now, so a missing dataset or bad argument fails here.
         self._connection(_world.detect())
         self._mosaic_warnings()
@@ -600,6 +608,8 @@ class StreamingDataset(_Base):
                     self._pending = (sid, v)
                     v = self[sid]
                     self._pending = None
+                if self._decode_images:
+                    v = _images.apply_all(self._decode_images, v, self.shuffle_seed, begun["epoch"], sid)
                 yield v
 
     # -- metrics ----------------------------------------------------------
