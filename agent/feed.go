@@ -44,6 +44,7 @@ type feedIter struct {
 	files      map[string]*os.File
 	scratch    []byte
 	meta       []byte
+	hole       []byte // stands in for values read later (only its length counts)
 	slots      []*feedSlot
 	lastSlot   *int // the connection's counter
 	retired    []int
@@ -403,6 +404,8 @@ func (fi *feedIter) assemble(batch []location) (agentapi.FeedBatch, int, error) 
 	used := map[string]bool{}
 	ids := make([]int64, len(batch))
 	values := make([][][]byte, len(batch))
+	ncol := len(p.cols)
+	var srcs []feedSrc // values read straight into the batch's memory
 	var pos int64
 	for i, l := range batch {
 		f, ok := fi.files[l.path]
@@ -413,18 +416,47 @@ func (fi *feedIter) assemble(batch []location) (agentapi.FeedBatch, int, error) 
 			fi.files[l.path] = f
 		}
 		used[l.path] = true
+		ids[i] = l.sample
 		rec := scratch[pos : pos+l.length : pos+l.length]
-		if _, err := f.ReadAt(rec, l.offset); err != nil {
-			if errors.Is(err, io.EOF) {
-				err = fmt.Errorf("%w: shard is shorter than its index says", agentapi.ErrCorrupt)
+		pos += l.length
+		if l.length < directMin {
+			if err := readFull(f, rec, l.offset); err != nil {
+				return agentapi.FeedBatch{}, 0, fmt.Errorf("agent: feed: read sample %d from %s: %w", l.sample, l.path, err)
 			}
+			if values[i], err = p.split(rec, make([][]byte, 0, ncol)); err != nil {
+				return agentapi.FeedBatch{}, 0, fmt.Errorf("agent: feed: sample %d of %s: %w", l.sample, l.path, err)
+			}
+			continue
+		}
+		// A large record: its column lengths first, then small columns
+		// into scratch and large ones later straight into the batch.
+		head := min(int64(4*p.nvar), l.length)
+		if err := readFull(f, rec[:head], l.offset); err != nil {
 			return agentapi.FeedBatch{}, 0, fmt.Errorf("agent: feed: read sample %d from %s: %w", l.sample, l.path, err)
 		}
-		pos += l.length
-		if values[i], err = p.split(rec, make([][]byte, 0, len(p.cols))); err != nil {
+		spans, err := p.spans(rec[:head], l.length)
+		if err != nil {
 			return agentapi.FeedBatch{}, 0, fmt.Errorf("agent: feed: sample %d of %s: %w", l.sample, l.path, err)
 		}
-		ids[i] = l.sample
+		values[i] = make([][]byte, ncol)
+		for k, sp := range spans {
+			if sp[1] >= directMin/2 && p.cols[k].transform == nil {
+				if int64(len(fi.hole)) < sp[1] {
+					fi.hole = make([]byte, sp[1])
+				}
+				values[i][k] = fi.hole[:sp[1]:sp[1]]
+				if srcs == nil {
+					srcs = make([]feedSrc, len(batch)*ncol)
+				}
+				srcs[i*ncol+k] = feedSrc{f: f, off: l.offset + sp[0]}
+				continue
+			}
+			v := rec[sp[0] : sp[0]+sp[1] : sp[0]+sp[1]]
+			if err := readFull(f, v, l.offset+sp[0]); err != nil {
+				return agentapi.FeedBatch{}, 0, fmt.Errorf("agent: feed: read sample %d from %s: %w", l.sample, l.path, err)
+			}
+			values[i][k] = v
+		}
 	}
 	fi.closeFiles(used)
 	if err := fi.applyTransforms(p, ids, values); err != nil {
@@ -446,11 +478,11 @@ func (fi *feedIter) assemble(batch []location) (agentapi.FeedBatch, int, error) 
 	}
 	if sl == nil {
 		// Every slot is still viewed by the client: a file used once.
-		fd, err := writeMemfd(hdr.Size, pieces)
+		fd, err := writeMemfd(hdr.Size, pieces, srcs, ncol)
 		return hdr, fd, err
 	}
-	for _, pc := range pieces {
-		copy(sl.mem[pc.off:], pc.b)
+	if err := fillFeed(sl.mem, pieces, srcs, ncol); err != nil {
+		return agentapi.FeedBatch{}, 0, err
 	}
 	hdr.Slot = sl.id
 	sl.busy = true
@@ -537,64 +569,66 @@ func (fi *feedIter) applyTransforms(p *feedSchema, ids []int64, values [][][]byt
 	return errors.Join(errs...)
 }
 
+// feedSrc is where a value read straight into the batch lies in its shard.
+type feedSrc struct {
+	f   *os.File
+	off int64
+}
+
+// directMin is the record size from which values of at least half of it
+// are read from the shard straight into the batch's memory (one copy
+// instead of two).
+const directMin = 32 << 10
+
+func readFull(f *os.File, b []byte, off int64) error {
+	if _, err := f.ReadAt(b, off); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: shard is shorter than its index says", agentapi.ErrCorrupt)
+		}
+		return err
+	}
+	return nil
+}
+
+// fillFeed writes the pieces into mem: from memory, or (the values srcs
+// names) read from their shard files.
+func fillFeed(mem []byte, pieces []feedPiece, srcs []feedSrc, ncol int) error {
+	for _, pc := range pieces {
+		dst := mem[pc.off : pc.off+int64(len(pc.b))]
+		if pc.i >= 0 && srcs != nil {
+			if s := srcs[pc.i*ncol+pc.k]; s.f != nil {
+				if err := readFull(s.f, dst, s.off); err != nil {
+					return fmt.Errorf("agent: feed: read %s: %w", s.f.Name(), err)
+				}
+				continue
+			}
+		}
+		copy(dst, pc.b)
+	}
+	return nil
+}
+
 // writeMemfd creates an anonymous memory file of size bytes holding the
-// pieces at their offsets.
-func writeMemfd(size int64, pieces []feedPiece) (int, error) {
+// pieces at their offsets (see fillFeed).
+func writeMemfd(size int64, pieces []feedPiece, srcs []feedSrc, ncol int) (int, error) {
 	fd, err := unix.MemfdCreate("sluice-feed", unix.MFD_CLOEXEC)
 	if err != nil {
 		return 0, fmt.Errorf("agent: feed: memfd_create: %w", err)
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			unix.Close(fd)
-		}
-	}()
 	if err := unix.Ftruncate(fd, size); err != nil {
+		unix.Close(fd)
 		return 0, fmt.Errorf("agent: feed: size the batch's memory file to %d bytes: %w", size, err)
 	}
-	// Runs of adjacent pieces go out in one pwritev each.
-	const maxIov = 1024
-	iovs := make([][]byte, 0, min(len(pieces), maxIov))
-	var start, next int64
-	flush := func() error {
-		for len(iovs) > 0 {
-			n, err := unix.Pwritev(fd, iovs, start)
-			if err != nil {
-				return fmt.Errorf("agent: feed: write the batch's memory file: %w", err)
-			}
-			start += int64(n)
-			for n > 0 && len(iovs) > 0 {
-				if n >= len(iovs[0]) {
-					n -= len(iovs[0])
-					iovs = iovs[1:]
-				} else {
-					iovs[0] = iovs[0][n:]
-					n = 0
-				}
-			}
-		}
-		iovs = iovs[:0]
-		return nil
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Close(fd)
+		return 0, fmt.Errorf("agent: feed: map the batch's memory file: %w", err)
 	}
-	for _, pc := range pieces {
-		if len(pc.b) == 0 {
-			continue
-		}
-		if len(iovs) == maxIov || (len(iovs) > 0 && pc.off != next) {
-			if err := flush(); err != nil {
-				return 0, err
-			}
-		}
-		if len(iovs) == 0 {
-			start = pc.off
-		}
-		iovs = append(iovs, pc.b)
-		next = pc.off + int64(len(pc.b))
-	}
-	if err := flush(); err != nil {
+	err = fillFeed(mem, pieces, srcs, ncol)
+	unix.Munmap(mem)
+	if err != nil {
+		unix.Close(fd)
 		return 0, err
 	}
-	ok = true
 	return fd, nil
 }

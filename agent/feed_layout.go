@@ -94,27 +94,39 @@ func fixedLayout(enc string) (string, []int64, bool) {
 	return dt, shape, true
 }
 
+// spans gives each column's (offset, length) in an MDS record of recLen
+// bytes from the record's head (its leading 4 × nvar bytes of lengths).
+func (fs *feedSchema) spans(head []byte, recLen int64) ([][2]int64, error) {
+	h := 4 * fs.nvar
+	if int64(h) > recLen || len(head) < h {
+		return nil, fmt.Errorf("%w: record of %d bytes is shorter than its %d column lengths", agentapi.ErrCorrupt, recLen, fs.nvar)
+	}
+	out := make([][2]int64, len(fs.cols))
+	pos, vi := int64(h), 0
+	for k, c := range fs.cols {
+		n := c.size
+		if !c.fixed {
+			n = int64(binary.LittleEndian.Uint32(head[4*vi:]))
+			vi++
+		}
+		if n > recLen-pos {
+			return nil, fmt.Errorf("%w: column %q runs past the end of its %d-byte record", agentapi.ErrCorrupt, c.name, recLen)
+		}
+		out[k] = [2]int64{pos, n}
+		pos += n
+	}
+	return out, nil
+}
+
 // split cuts an MDS record into its columns' encoded values (aliasing
 // rec), appended to dst.
 func (fs *feedSchema) split(rec []byte, dst [][]byte) ([][]byte, error) {
-	head := 4 * fs.nvar
-	if len(rec) < head {
-		return dst, fmt.Errorf("%w: record of %d bytes is shorter than its %d column lengths", agentapi.ErrCorrupt, len(rec), fs.nvar)
+	spans, err := fs.spans(rec, int64(len(rec)))
+	if err != nil {
+		return dst, err
 	}
-	pos, vi := head, 0
-	for _, c := range fs.cols {
-		var n int64
-		if c.fixed {
-			n = c.size
-		} else {
-			n = int64(binary.LittleEndian.Uint32(rec[4*vi:]))
-			vi++
-		}
-		if n > int64(len(rec)-pos) {
-			return dst, fmt.Errorf("%w: column %q runs past the end of its %d-byte record", agentapi.ErrCorrupt, c.name, len(rec))
-		}
-		dst = append(dst, rec[pos:pos+int(n)])
-		pos += int(n)
+	for _, sp := range spans {
+		dst = append(dst, rec[sp[0]:sp[0]+sp[1]:sp[0]+sp[1]])
 	}
 	return dst, nil
 }
@@ -125,8 +137,9 @@ func alignUp(n int64) int64 {
 
 // feedPiece is one run of bytes of a batch at its offset in the file.
 type feedPiece struct {
-	off int64
-	b   []byte
+	off  int64
+	b    []byte
+	i, k int // the value's sample and column; i < 0 for metadata
 }
 
 // layoutFeed places a batch of n samples: values[i][c] is column c of
@@ -154,7 +167,7 @@ func layoutFeed(cols []agentapi.FeedColumn, ids []int64, values [][][]byte, meta
 	for _, id := range ids {
 		meta = binary.LittleEndian.AppendUint64(meta, uint64(id))
 	}
-	pieces = append(pieces, feedPiece{off: pos, b: meta[:8*n]})
+	pieces = append(pieces, feedPiece{off: pos, b: meta[:8*n], i: -1})
 	pos = alignUp(pos + int64(8*n))
 	for k, c := range cols {
 		oc := c
@@ -167,7 +180,7 @@ func layoutFeed(cols []agentapi.FeedColumn, ids []int64, values [][][]byte, meta
 				if int64(len(v)) != c.Stride {
 					return b, nil, meta, fmt.Errorf("%w: feed column %q: value of sample %d has %d bytes, want %d", agentapi.ErrCorrupt, c.Name, ids[i], len(v), c.Stride)
 				}
-				pieces = append(pieces, feedPiece{off: pos + int64(i)*c.Stride, b: v})
+				pieces = append(pieces, feedPiece{off: pos + int64(i)*c.Stride, b: v, i: i, k: k})
 			}
 			pos = alignUp(pos + oc.Size)
 		case agentapi.FeedVar:
@@ -179,12 +192,12 @@ func layoutFeed(cols []agentapi.FeedColumn, ids []int64, values [][][]byte, meta
 				total += uint64(len(values[i][k]))
 				meta = binary.LittleEndian.AppendUint64(meta, total)
 			}
-			pieces = append(pieces, feedPiece{off: pos, b: meta[start:]})
+			pieces = append(pieces, feedPiece{off: pos, b: meta[start:], i: -1})
 			pos = alignUp(pos + int64(8*(n+1)))
 			oc.Offset, oc.Size = pos, int64(total)
 			for i := range values {
 				if v := values[i][k]; len(v) > 0 {
-					pieces = append(pieces, feedPiece{off: pos, b: v})
+					pieces = append(pieces, feedPiece{off: pos, b: v, i: i, k: k})
 					pos += int64(len(v))
 				}
 			}

@@ -87,7 +87,7 @@ func TestLayoutFeedRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd, err := writeMemfd(hdr.Size, pieces)
+	fd, err := writeMemfd(hdr.Size, pieces, nil, len(cols))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func BenchmarkFeedAssemble(b *testing.B) {
 			b.Fatal(err)
 		}
 		meta = m
-		fd, err := writeMemfd(hdr.Size, pieces)
+		fd, err := writeMemfd(hdr.Size, pieces, nil, len(cols))
 		if err != nil {
 			b.Fatal(err)
 		}

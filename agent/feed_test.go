@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluicedata/sluice/agentapi"
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/format/mds"
 )
 
 // feedClient speaks the feed protocol over a raw unix connection.
@@ -392,3 +395,57 @@ func TestFeedTransforms(t *testing.T) {
 }
 
 const agentTestWait = 5 * time.Second
+
+// TestFeedLargeRecords feeds 40 KB values, which the agent reads from the
+// shard straight into the batch (the direct path), next to small columns
+// read through scratch, and checks every byte.
+func TestFeedLargeRecords(t *testing.T) {
+	h := startAgent(t, 1, nil)
+	remote := filepath.Join(t.TempDir(), "large")
+	w, err := mds.NewWriter(remote, &mds.WriterOptions{Columns: map[string]string{"id": "int", "blob": "bytes", "tag": "str"}, SizeLimit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 60
+	for i := range n {
+		if err := w.Write(format.Sample{"id": int64(i), "blob": bytes.Repeat([]byte{byte(i)}, 40<<10+i), "tag": fmt.Sprint("t", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	fc := dialFeed(t, h.sock)
+	var op agentapi.Opened
+	fc.call(agentapi.Open{Op: agentapi.OpOpen, Dataset: agentapi.Dataset{Remote: remote, Local: filepath.Join(t.TempDir(), "c"), BatchSize: 8, Shuffle: true}, Job: "large"}, &op)
+	var bg agentapi.Begun
+	fc.call(agentapi.Begin{Op: agentapi.OpBegin, Handle: op.Handle}, &bg)
+	seen := map[int64]bool{}
+	for {
+		v, done := fc.next(bg.Iter, 8)
+		if v.Batch.Done {
+			break
+		}
+		cols := map[string]int{}
+		for k, c := range v.Batch.Columns {
+			cols[c.Name] = k
+		}
+		for i := range v.Batch.N {
+			id := v.Sample(i)
+			if got := int64(binary.LittleEndian.Uint64(v.Value(cols["id"], i))); got != id {
+				t.Fatalf("sample %d: id %d", id, got)
+			}
+			if got := v.Value(cols["blob"], i); !bytes.Equal(got, bytes.Repeat([]byte{byte(id)}, 40<<10+int(id))) {
+				t.Fatalf("sample %d: blob of %d bytes differs", id, len(got))
+			}
+			if got := string(v.Value(cols["tag"], i)); got != fmt.Sprint("t", id) {
+				t.Fatalf("sample %d: tag %q", id, got)
+			}
+			seen[id] = true
+		}
+		done()
+	}
+	if len(seen) != n {
+		t.Fatalf("%d distinct samples, want %d", len(seen), n)
+	}
+}

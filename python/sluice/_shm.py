@@ -13,12 +13,16 @@ long as the mapping here (the agent closes its descriptor once the reply is
 sent). A SIGKILL of the training process or of the agent leaves nothing
 behind, and the agent holds no lease for a batch once it is sent.
 
-``collate`` turns a batch into what torch's default_collate makes of the
+``Collator`` turns a batch into what torch's default_collate makes of the
 same samples, with zero copies for the collated columns (torch tensors
-viewing the mapping, which they keep alive); ``samples`` yields per-sample
-dicts equal to what the mapped-shard path decodes. ``SLUICE_SHM`` chooses:
-``auto`` (default) uses the path where ``eligible`` says it is equivalent,
-``off`` never, ``on`` as auto (and is what the tests set).
+viewing the slot, which they keep from reuse); ``samples`` yields
+per-sample dicts equal to what the mapped-shard path decodes.
+
+``SLUICE_SHM`` chooses: ``auto`` (default) lets StreamingDataLoader's
+threaded feed take the agent's batches where that measured faster (a
+fixed-shape ndarray column, or an in-agent column transform); ``on`` uses
+them wherever they are equivalent, also per sample in DataLoader worker
+processes; ``off`` never.
 """
 
 import json
@@ -67,6 +71,19 @@ def eligible(ds, cls):
         if s.get("format", "mds") != "mds":
             return False
         if s.get("column_names") != first.get("column_names") or s.get("column_encodings") != first.get("column_encodings"):
+            return False
+    try:
+        import numpy  # noqa: F401 - batches are numpy views of their slot
+    except ImportError:
+        return False
+    if mode() == "auto" and not getattr(ds, "_feed_transforms", None):
+        # Where it measured faster (python/bench/feed.py): a fixed-shape
+        # ndarray column, delivered collated with no copy in Python. For
+        # bytes and strings the values must be copied into Python objects
+        # anyway, and the mapped shard is one copy away already.
+        sizes = first.get("column_sizes") or []
+        encs = first.get("column_encodings") or []
+        if not any(e.startswith("ndarray:") and sz is not None for e, sz in zip(encs, sizes)):
             return False
     return True
 
