@@ -361,6 +361,7 @@ func (a *Agent) acquireJob(key string, ds *sharedDataset) *job {
 	if !ok {
 		j = &job{key: key, ds: ds, cursors: map[[2]int]*stream.Dataset{}, started: map[int]plan.EpochSpec{}}
 		a.jobs[key] = j
+		ds.refs++ // the job's cursors share ds (see cursor); released with the job
 	}
 	j.conns++
 	return j
@@ -379,6 +380,7 @@ func (a *Agent) releaseJob(j *job) {
 	a.mu.Unlock()
 	if last {
 		a.closeJob(j)
+		a.releaseDataset(j.ds)
 	}
 }
 

@@ -334,33 +334,24 @@ func (d *sharedDataset) get(ctx context.Context, index int64) (location, []byte,
 
 // cursor returns the stream.Dataset that plays the epochs of one (rank,
 // worker) of a job: its epoch counter is MosaicML's next_epoch for that
-// worker, so workers never wait for one another at a barrier.
-func (a *Agent) cursor(ctx context.Context, j *job, rank, worker int) (*stream.Dataset, error) {
+// worker, so workers never wait for one another at a barrier. Cursors are
+// stream.Dataset.Cursor of the job's shared dataset: every rank and
+// worker of the node uses the one parsed index, store handles and
+// planner (whose shuffle preparation they then share), instead of
+// opening the dataset again each. The job holds a reference on the
+// shared dataset (acquireJob), so it outlives the cursors.
+func (a *Agent) cursor(_ context.Context, j *job, rank, worker int) (*stream.Dataset, error) {
 	k := [2]int{rank, worker}
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	if c, ok := j.cursors[k]; ok {
-		a.mu.Unlock()
 		return c, nil
 	}
-	a.mu.Unlock()
-	o := j.ds.opts
-	c, err := stream.Open(withEnv(ctx, j.ds.env), &o)
-	if err != nil {
-		return nil, err
-	}
-	a.mu.Lock()
-	if prev, ok := j.cursors[k]; ok {
-		a.mu.Unlock()
-		c.Close()
-		return prev, nil
-	}
 	if j.closed {
-		a.mu.Unlock()
-		c.Close()
 		return nil, &agentapi.Error{Code: agentapi.CodeClosed, Message: "job closed"}
 	}
+	c := j.ds.ds.Cursor()
 	j.cursors[k] = c
-	a.mu.Unlock()
 	return c, nil
 }
 

@@ -43,6 +43,9 @@ type Dataset struct {
 	stats counters
 	// tarIndex keeps the scanned layout of tar shards between opens.
 	tarIndex tarIndexCache
+	// parent is the Dataset a Cursor shares its streams with (nil for
+	// one Open returned): Close leaves them to it.
+	parent *Dataset
 }
 
 // streamState is one opened stream.
@@ -476,6 +479,9 @@ func (st *streamState) cacheShard(si *format.ShardInfo) cache.Shard {
 // Close releases the dataset's buckets and, unless it was shared, its
 // cache. Iterators must be closed first.
 func (d *Dataset) Close() error {
+	if d.parent != nil {
+		return nil // the streams and the cache are the parent's
+	}
 	var errs []error
 	for _, st := range d.streams {
 		if st.bucket != nil {
