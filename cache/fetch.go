@@ -364,6 +364,28 @@ func (d *Dataset) handOff(shard int, p *part) error {
 	return nil
 }
 
+// written returns a channel closed once the flight's raw files are
+// complete in their temporary files (ready) or the flight ended, and its
+// error: the flight's once it ended, nil before (see Via.Prefetch).
+func (fl *flight) written() (<-chan struct{}, func() error) {
+	ch := make(chan struct{})
+	go func() {
+		select {
+		case <-fl.ready:
+		case <-fl.done:
+		}
+		close(ch)
+	}()
+	return ch, func() error {
+		select {
+		case <-fl.done:
+			return fl.err // set before done is closed
+		default:
+			return nil
+		}
+	}
+}
+
 // parallelThreshold is the size from which a file is fetched in parallel
 // ranged parts of partSize bytes, up to partConcurrency at once.
 const (
@@ -451,11 +473,9 @@ func getRange(ctx context.Context, b storage.Bucket, key string, f *os.File, off
 		return err
 	}
 	defer r.Close()
-	w := io.NewOffsetWriter(f, off)
 	buf := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(buf)
-	// A large buffer: one pwrite per MiB rather than per 32 KiB.
-	got, err := io.CopyBuffer(struct{ io.Writer }{w}, io.LimitReader(r, n+1), *buf)
+	got, err := fillCopyAt(f, off, io.LimitReader(r, n+1), *buf)
 	if err != nil {
 		return err
 	}
@@ -464,6 +484,37 @@ func getRange(ctx context.Context, b storage.Bucket, key string, f *os.File, off
 			Reason: fmt.Sprintf("got %d bytes at offset %d, want %d (size in the index differs from the store)", got, off, n)}
 	}
 	return nil
+}
+
+// fillCopyAt copies r into f from offset off until r ends, and returns the
+// number of bytes copied. It fills buf before each write: a socket hands
+// out a few tens of KiB per read, and one pwrite per buffer (1 MiB) rather
+// than per read saves most of the system calls of a download.
+func fillCopyAt(f io.WriterAt, off int64, r io.Reader, buf []byte) (int64, error) {
+	var got int64
+	for {
+		// Not io.ReadFull: it reports a body that ends early as
+		// io.ErrUnexpectedEOF, which is also how a reader says that its
+		// body broke (a retryable truncation, not the object's end).
+		n, rerr := 0, error(nil)
+		for n < len(buf) && rerr == nil {
+			var m int
+			m, rerr = r.Read(buf[n:])
+			n += m
+		}
+		if n > 0 {
+			if _, err := f.WriteAt(buf[:n], off+got); err != nil {
+				return got, err
+			}
+			got += int64(n)
+		}
+		if rerr == io.EOF {
+			return got, nil
+		}
+		if rerr != nil {
+			return got, rerr
+		}
+	}
 }
 
 // copyBufs holds the download copy buffers.

@@ -53,7 +53,18 @@ func (v Via) AcquireEarly(ctx context.Context, shard int) (*Lease, error) {
 	return v.d.acquireEarly(ctx, shard, v.b)
 }
 
-// Prefetch is Dataset.Prefetch, downloading through the view's store.
+// Prefetch is Dataset.Prefetch, downloading through the view's store,
+// except that done is closed as soon as the shard's bytes are all written
+// and verified (readable through an early lease, see AcquireEarly), while
+// the fetch may still be syncing and renaming its files; err then returns
+// nil. A prefetcher that bounds the downloads it runs at once thus starts
+// the next one without waiting for the disk to flush the last. A fetch
+// that fails before its bytes are complete, or that ends without writing
+// them all itself (another process's, or one joined midway), closes done
+// when it ends, with its error.
 func (v Via) Prefetch(shard int, distance int64) (done <-chan struct{}, err func() error) {
-	return v.d.prefetch(shard, distance, v.b)
+	if shard < 0 || shard >= len(v.d.st) {
+		return v.d.prefetch(shard, distance, v.b)
+	}
+	return v.d.start(shard, max(distance, 1), false, v.b).written()
 }
