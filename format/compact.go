@@ -154,6 +154,51 @@ func cutString(s string) (string, string) {
 	return s[w : w+int(n)], s[w+int(n):]
 }
 
+// SharedIndex returns the index as ParseIndex returns it, except that the
+// shards of one configuration share its slices and maps (column names,
+// encodings and sizes, shard hashes, columns, unknown keys), the files'
+// empty digest maps are one map, and the optional file records live in
+// one array: a few allocations per 40k shards instead of seven per shard.
+// The caller must treat the shards as read-only.
+func (c *CompactIndex) SharedIndex() *Index {
+	idx := &Index{Shards: make([]ShardInfo, len(c.samples)), Merged: c.merged}
+	slab := make([]FileInfo, len(c.files)) // the optional files (a little spare room)
+	empty := map[string]string{}
+	for i := range idx.Shards {
+		cfg := &c.configs[c.config[i]]
+		s := &idx.Shards[i]
+		*s = *cfg
+		s.Version, s.Samples = 2, int(c.samples[i])
+		// No spare capacity: an append by the caller copies instead of
+		// writing into the other shards' slices.
+		s.Hashes, s.ColumnEncodings = slices.Clip(s.Hashes), slices.Clip(s.ColumnEncodings)
+		s.ColumnNames, s.ColumnSizes = slices.Clip(s.ColumnNames), slices.Clip(s.ColumnSizes)
+		for _, f := range c.files[c.fileOff[i]:c.fileOff[i+1]] {
+			var fi FileInfo
+			if f.kind&hashesSet != 0 && f.hlen == 0 {
+				fi = FileInfo{Basename: c.arena[f.name : f.name+f.nlen], Bytes: f.bytes, Hashes: empty}
+			} else {
+				fi = c.fileInfo(&f)
+			}
+			if f.kind&^hashesSet == fileRaw {
+				s.RawData = fi
+				continue
+			}
+			p := &slab[0]
+			slab[0], slab = fi, slab[1:]
+			switch f.kind &^ hashesSet {
+			case fileZip:
+				s.ZipData = p
+			case fileRawMeta:
+				s.RawMeta = p
+			case fileZipMeta:
+				s.ZipMeta = p
+			}
+		}
+	}
+	return idx
+}
+
 // Index returns the index as ParseIndex returns it.
 func (c *CompactIndex) Index() *Index {
 	idx := &Index{Shards: make([]ShardInfo, len(c.samples)), Merged: c.merged}

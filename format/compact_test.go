@@ -3,6 +3,7 @@ package format_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"reflect"
@@ -47,6 +48,13 @@ func parseAll(t *testing.T, b []byte) (*format.Index, error) {
 				return nil, err
 			}
 			return c.Index(), nil
+		},
+		"SharedIndex": func() (*format.Index, error) {
+			c, err := format.ParseCompactIndex(b)
+			if err != nil {
+				return nil, err
+			}
+			return c.SharedIndex(), nil
 		},
 		"whole reader": func() (*format.Index, error) {
 			c, err := format.ReadCompactIndex(bytes.NewReader(b))
@@ -179,5 +187,42 @@ func TestReadCompactIndexReadError(t *testing.T) {
 	c, err := format.ReadCompactIndex(chunkReader{strings.NewReader(big), 4096})
 	if err != nil || c.Len() != 3 || c.NumConfigs() != 2 {
 		t.Fatalf("large entry: %v", err)
+	}
+}
+
+// TestSharedIndexAllocs checks that SharedIndex shares what the shards'
+// configuration has in common: a few allocations for 2,000 shards (Index
+// makes several per shard), and the shared slices have no spare capacity
+// (an append to one shard's copies).
+func TestSharedIndexAllocs(t *testing.T) {
+	var b bytes.Buffer
+	b.WriteString(`{"shards": [`)
+	for i := range 2000 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, `{"column_encodings": ["str", "int"], "column_names": ["text", "id"], "column_sizes": [null, 8], "compression": "zstd", "format": "mds", "hashes": [], "raw_data": {"basename": "shard.%05d.mds", "bytes": 100, "hashes": {}}, "samples": 10, "size_limit": 1000, "version": 2, "zip_data": {"basename": "shard.%05d.mds.zstd", "bytes": 50, "hashes": {}}}`, i, i)
+	}
+	b.WriteString(`], "version": 2}`)
+	c, err := format.ParseCompactIndex(b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(3, func() { c.SharedIndex() }); n > 10 {
+		t.Fatalf("SharedIndex of 2000 shards: %.0f allocations", n)
+	}
+	idx := c.SharedIndex()
+	if !reflect.DeepEqual(idx, c.Index()) {
+		t.Fatal("SharedIndex differs from Index")
+	}
+	for _, s := range idx.Shards[:3] {
+		// Spare capacity would let an append to one shard's slice write
+		// into the array the others share.
+		if cap(s.ColumnNames) != len(s.ColumnNames) || cap(s.ColumnEncodings) != len(s.ColumnEncodings) || cap(s.ColumnSizes) != len(s.ColumnSizes) {
+			t.Fatalf("shared slices with spare capacity: %d/%d", len(s.ColumnNames), cap(s.ColumnNames))
+		}
+	}
+	if idx.Shards[3].ZipData.Basename != "shard.00003.mds.zstd" || idx.Shards[4].RawData.Basename != "shard.00004.mds" {
+		t.Fatalf("files: %+v %+v", idx.Shards[3].ZipData, idx.Shards[4].RawData)
 	}
 }

@@ -108,3 +108,31 @@ func BenchmarkCompactIndex40k(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSharedIndex40k materialises a parsed 40k-shard index as
+// []ShardInfo with Index (every shard's own slices and maps) and with
+// SharedIndex (the configuration's shared).
+func BenchmarkSharedIndex40k(b *testing.B) {
+	c, err := format.ParseCompactIndex(bigIndex(40_000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []string{"Index", "SharedIndex"} {
+		b.Run(mode, func(b *testing.B) {
+			b.ReportAllocs()
+			cpu := processCPU()
+			for b.Loop() {
+				var idx *format.Index
+				if mode == "Index" {
+					idx = c.Index()
+				} else {
+					idx = c.SharedIndex()
+				}
+				if len(idx.Shards) != 40_000 || idx.Shards[39_999].RawData.Basename != "shard.39999.mds" {
+					b.Fatal("wrong shards")
+				}
+			}
+			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N)/1e6, "cpu-ms/op")
+		})
+	}
+}
