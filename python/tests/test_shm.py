@@ -194,6 +194,24 @@ class ShmTest(helpers.AgentCase):
                 shape, work = helpers.plan_work(self.data, 32, workers=2, seed=17, sample_in_epoch=640)
                 self.assertEqual(rest, helpers.rank_batches(shape, work, 0, 32))
 
+    def test_agent_killed_mid_epoch(self):
+        """SIGKILL of the agent mid-epoch: the client starts a new one and
+        continues after the last batch delivered, the same batches in the
+        same order, each sample once."""
+        want, _ = run(self.dataset(), 32, 2, "threads", "on")
+        got = []
+        with Env(SLUICE_FEED="threads", SLUICE_SHM="on"), Counting() as c:
+            for b in sluice.StreamingDataLoader(self.dataset(), batch_size=32, num_workers=2):
+                got.append(ids_of(b))
+                if len(got) == 10:
+                    pid = helpers.agent_pid(self.agent_dir)
+                    os.kill(pid, signal.SIGKILL)
+                    deadline = time.monotonic() + 20
+                    while helpers.agent_pid(self.agent_dir) == pid and time.monotonic() < deadline:
+                        time.sleep(0.02)
+            self.assertGreaterEqual(c.count.value, len(want))
+        self.assertEqual(got, want)
+
     def test_held_batches_are_never_overwritten(self):
         """Batches the user keeps stay intact while later ones are written
         (a slot is reused only once nothing views it); slots are reused
