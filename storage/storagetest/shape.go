@@ -40,6 +40,14 @@ type ShapingProxy struct {
 	requests map[string]int // by method
 	bytes    int64          // response body bytes sent
 	log      []string       // "METHOD path" in arrival order
+	timings  []Timing       // in arrival order
+}
+
+// Timing is when one request reached the proxy, when its body began to go
+// through the link (zero without a body), and when it was done.
+type Timing struct {
+	Method, Path           string
+	Arrived, Linked, Ended time.Time
 }
 
 // NewShapingProxy starts a shaping proxy forwarding to target (a base URL
@@ -95,17 +103,32 @@ func (p *ShapingProxy) Log() []string {
 	return append([]string(nil), p.log...)
 }
 
+// Timings returns every request's Timing, in arrival order (a request
+// still being served has a zero Ended).
+func (p *ShapingProxy) Timings() []Timing {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Timing(nil), p.timings...)
+}
+
 // ServeHTTP implements http.Handler.
 func (p *ShapingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	p.requests[r.Method]++
 	p.log = append(p.log, r.Method+" "+r.URL.Path)
+	i := len(p.timings)
+	p.timings = append(p.timings, Timing{Method: r.Method, Path: r.URL.Path, Arrived: time.Now()})
 	p.mu.Unlock()
+	sw := &shapedWriter{ResponseWriter: w, p: p, ctx: r.Context()}
+	defer func() {
+		sw.done()
+		p.mu.Lock()
+		p.timings[i].Linked, p.timings[i].Ended = sw.start, time.Now()
+		p.mu.Unlock()
+	}()
 	if err := sleepCtx(r.Context(), p.shape.Latency); err != nil {
 		return
 	}
-	sw := &shapedWriter{ResponseWriter: w, p: p, ctx: r.Context()}
-	defer sw.done()
 	p.Faults.ServeHTTP(sw, r)
 }
 
