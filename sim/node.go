@@ -55,6 +55,8 @@ type node struct {
 	linkFree    float64
 	events      eventHeap
 	prefetching int
+	// pending holds the fetches started but not yet on the link (flush).
+	pending []pend
 
 	// the epoch being played
 	sc       *plan.Schedule
@@ -70,6 +72,7 @@ type node struct {
 	out      bool  // first batch delivered
 	stepRun  int   // first run overlapping the current step
 	cur      []int // shards leased by the current step
+	chains   []chain
 	firstPos []int64
 
 	// figures
@@ -77,6 +80,12 @@ type node struct {
 	hits, misses, overLimit               int64
 	workerFree                            []float64
 	rep                                   NodeReport
+}
+
+// pend is a fetch started at t, not yet placed on the link.
+type pend struct {
+	shard int
+	t     float64
 }
 
 type event struct {
@@ -256,7 +265,7 @@ func (nd *node) moved() {
 
 // advance processes the downloads that complete up to t.
 func (nd *node) advance(t float64) {
-	for len(nd.events) > 0 && nd.events[0].at <= t {
+	for nd.flush(); len(nd.events) > 0 && nd.events[0].at <= t; nd.flush() {
 		ev := heap.Pop(&nd.events).(event)
 		nd.complete(ev.shard)
 		nd.pump(ev.at)
@@ -275,7 +284,8 @@ func (nd *node) complete(shard int) {
 	nd.offer(shard)
 }
 
-// fetch starts a download of shard at t.
+// fetch starts a download of shard at t. Its completion time is set by
+// flush.
 func (nd *node) fetch(shard int, t float64, demand bool) {
 	sh := &nd.c.Dataset.Shards[shard]
 	nd.state[shard] = inFlight
@@ -285,12 +295,35 @@ func (nd *node) fetch(shard int, t float64, demand bool) {
 	}
 	nd.usage += sh.Footprint
 	nd.peak = max(nd.peak, nd.usage)
-	end := nd.transferEnd(t, sh.StoredBytes)
-	nd.doneAt[shard] = end
+	nd.doneAt[shard] = math.Inf(1)
 	nd.bytes += sh.StoredBytes
 	nd.requests += int64(sh.Files)
 	nd.downloads += int64(sh.Files)
-	heap.Push(&nd.events, event{at: end, shard: shard})
+	nd.pending = append(nd.pending, pend{shard: shard, t: t})
+}
+
+// flush puts the pending fetches on the link, in the order they were
+// started. Fetches started at the same instant (a prefetcher's burst, a
+// demand fetch beside it) reach the store in an order that is a race in
+// the real system (goroutines, connections, the store's own time to first
+// byte): each of them completes at the mean of the burst's FIFO
+// completions, its expected completion under a random order. The link is
+// busy until the last one as before.
+func (nd *node) flush() {
+	p := nd.pending
+	for i := 0; i < len(p); {
+		j, sum := i, 0.0
+		for ; j < len(p) && p[j].t == p[i].t; j++ {
+			sum += nd.transferEnd(p[j].t, nd.c.Dataset.Shards[p[j].shard].StoredBytes)
+		}
+		mean := sum / float64(j-i)
+		for k := i; k < j; k++ {
+			nd.doneAt[p[k].shard] = mean
+			heap.Push(&nd.events, event{at: mean, shard: p[k].shard})
+		}
+		i = j
+	}
+	nd.pending = p[:0]
 }
 
 // reserve makes room for n bytes as cache.Cache.reserve does, by the
@@ -418,66 +451,12 @@ func (nd *node) progress(pos int64, t float64) {
 	nd.pump(t)
 }
 
-// step plays step s beginning at t (the previous step's end): the
-// consumers move to the step's first sample, lease the step's shards
-// (demand-fetching the absent ones) and the step's batches are decoded.
-// It returns when the node's batch for step s is ready.
-func (nd *node) step(s int, t float64) float64 {
-	nd.advance(t)
-	lo, hi := nd.sc.StepStart(s), nd.sc.StepStart(s+1)
-	nd.release()
-	for nd.stepRun < len(nd.runs) && nd.runs[nd.stepRun].Start+nd.runs[nd.stepRun].Len <= lo {
-		nd.stepRun++
-	}
-	nd.progress(lo, t)
-	ready := t
-	for i := nd.stepRun; i < len(nd.runs) && nd.runs[i].Start < hi; i++ {
-		sh := nd.runs[i].Shard
-		switch nd.state[sh] {
-		case present:
-			if nd.doneAt[sh] <= t {
-				nd.hits++
-			} else {
-				nd.misses++
-			}
-		case inFlight:
-			nd.misses++
-		case absent:
-			nd.misses++
-			nd.demandFetch(sh, t)
-		}
-		ready = math.Max(ready, nd.doneAt[sh])
-		nd.clock++
-		nd.lastUse[sh] = nd.clock
-		// The consumer holds a lease on the shard it reads; the last
-		// shard of the step stays leased into the next.
-		if nd.runs[i].Start+nd.runs[i].Len >= hi {
-			nd.leased[sh]++
-			nd.cur = append(nd.cur, sh)
-			nd.vic.remove(sh)
-		} else if nd.vic.has(sh) {
-			nd.vic.set(sh, nd.candidate(sh))
-		}
-	}
-	nd.advance(ready)
-	// DataLoader worker s%W decodes the batch once its shards are there.
-	w := s % len(nd.workerFree)
-	dec := nd.c.DecodeCost.Seconds() * float64(hi-lo) / float64(nd.c.Shape.RanksPerNode)
-	done := math.Max(ready, nd.workerFree[w]) + dec
-	nd.workerFree[w] = done
-	if !nd.out {
-		nd.out = true
-		nd.pump(ready)
-	}
-	return done
-}
-
 // demandFetch fetches an absent shard the consumer needs now, waiting
 // for in-flight downloads to make room when the cache is full (as a
 // demand reservation waits for space).
 func (nd *node) demandFetch(sh int, t float64) {
 	n := nd.c.Dataset.Shards[sh].Footprint
-	for !nd.reserve(n, 0, true) && len(nd.events) > 0 {
+	for nd.flush(); !nd.reserve(n, 0, true) && len(nd.events) > 0; nd.flush() {
 		ev := heap.Pop(&nd.events).(event)
 		nd.complete(ev.shard)
 		t = math.Max(t, ev.at)
