@@ -43,6 +43,9 @@ type Dataset struct {
 	stats counters
 	// tarIndex keeps the scanned layout of tar shards between opens.
 	tarIndex tarIndexCache
+	// bg counts Open's background work (recording the store's tags of a
+	// downloaded index); Close waits for it.
+	bg sync.WaitGroup
 	// parent is the Dataset a Cursor shares its streams with (nil for
 	// one Open returned): Close leaves them to it.
 	parent *Dataset
@@ -127,6 +130,7 @@ func Open(ctx context.Context, opts *Options) (_ *Dataset, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream: %w", err)
 	}
+	d.opts.setShardSamples(d.planner.NumSamples(), len(d.shards))
 	d.tracker = d.planner.NewTracker()
 	d.table = newShardTable(d)
 	// The working set: one leased shard per consumer of this dataset plus
@@ -388,6 +392,23 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (*
 					Reason: fmt.Sprintf("the index (%d bytes) plus one leased shard and one being fetched, of up to %d bytes each", len(b), foot)})
 			}
 		}
+		n := int64(len(b))
+		if st.tar != nil {
+			n = -1 // a selection of the store's index, or one built
+		}
+		// What the store records of the index (ModTime, ETag) is asked
+		// for while the index is written to the cache, and recorded in
+		// the background (best effort; Close waits for it): neither
+		// round trip delays the first shard's download.
+		stated := make(chan storage.ObjectInfo, 1)
+		d.bg.Add(1)
+		go func() {
+			defer d.bg.Done()
+			defer close(stated)
+			if info, ok := statIndex(ctx, st.bucket, n); ok {
+				stated <- info
+			}
+		}()
 		err = d.cache.WriteFile(ctx, filepath.ToSlash(filepath.Join(rel, format.IndexFile)), b)
 		if errors.Is(err, cache.ErrBusy) {
 			// Another process on the node is caching the same index.
@@ -397,17 +418,22 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (*
 		if err != nil {
 			return nil, 0, fmt.Errorf("stream: %w", err)
 		}
-		n := int64(len(b))
-		if st.tar != nil {
-			n = -1 // a selection of the store's index, or one built
-		}
-		if info, ok := statIndex(ctx, st.bucket, n); ok {
+		d.bg.Add(1)
+		go func() {
+			defer d.bg.Done()
+			info, ok := <-stated
+			if !ok {
+				return
+			}
 			stampIndex(local, info)
 			if info.ETag != "" && st.tar == nil {
-				// Best effort, as the mtime: without it the size and time decide.
-				_ = d.cache.WriteFile(ctx, filepath.ToSlash(filepath.Join(rel, format.IndexFile+indexETagSuffix)), []byte(info.ETag))
+				// Best effort, as the mtime: without it the size and time
+				// decide. Not cut short by the end of Open's context.
+				wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+				defer cancel()
+				_ = d.cache.WriteFile(wctx, filepath.ToSlash(filepath.Join(rel, format.IndexFile+indexETagSuffix)), []byte(info.ETag))
 			}
-		}
+		}()
 	} else if err != nil {
 		return nil, 0, fmt.Errorf("stream: %w", err)
 	} else if st.tar != nil {
@@ -487,6 +513,7 @@ func (st *streamState) cacheShard(si *format.ShardInfo) cache.Shard {
 // Close releases the dataset's buckets and, unless it was shared, its
 // cache. Iterators must be closed first.
 func (d *Dataset) Close() error {
+	d.bg.Wait()
 	if d.parent != nil {
 		return nil // the streams and the cache are the parent's
 	}

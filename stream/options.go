@@ -53,7 +53,11 @@ type Options struct {
 	// of the streams' counts). ParseEpochSize reads "100k" strings.
 	EpochSize int64
 	// Predownload is how many samples ahead of its consumer an Iterator
-	// fetches (predownload). Zero means 8·BatchSize, or 64 without one.
+	// fetches (predownload). Zero means 8·BatchSize (64 without one), as
+	// in MosaicML, or, when more, enough samples to keep
+	// PrefetchConcurrency shards of the average size downloading at once:
+	// a window smaller than that leaves a fast store idle (16 MB shards
+	// of 100 KB samples and batches of 32: 256 samples are 1.6 shards).
 	Predownload int
 	// CacheLimit is the most bytes the cache directory may hold
 	// (cache_limit). Zero: no limit. ParseBytes reads "100gb" strings.
@@ -93,8 +97,9 @@ type Options struct {
 	// data (replication; 0 or 1: none).
 	Replication int
 
-	// PrefetchConcurrency bounds the shard fetches one Iterator runs at
-	// once. Zero means 8.
+	// PrefetchConcurrency bounds the shard downloads one Iterator runs at
+	// once (a shard counts until its bytes are written; its sync and
+	// rename run on without a slot). Zero means 8.
 	PrefetchConcurrency int
 	// Retry is the retry policy of every store the dataset reads (index
 	// and shards), under which each stream's store is opened through the
@@ -127,6 +132,23 @@ type Options struct {
 	// WaitTimeout bounds every wait for a shard (space, another process's
 	// download). Zero means 10 minutes. Ignored when Cache is set.
 	WaitTimeout time.Duration
+
+	// shardSamples is the average number of samples per shard of the
+	// opened dataset (set by Open on its copy; 0 before), for the default
+	// prefetch window.
+	shardSamples int64
+}
+
+// defaultPrefetchConcurrency is the prefetcher's concurrency when
+// Options.PrefetchConcurrency is zero.
+const defaultPrefetchConcurrency = 8
+
+// setShardSamples records the average shard of a dataset of samples in
+// shards, for the default prefetch window.
+func (o *Options) setShardSamples(samples int64, shards int) {
+	if shards > 0 && samples > 0 {
+		o.shardSamples = (samples + int64(shards) - 1) / int64(shards)
+	}
 }
 
 // Stream is one dataset of a mix (MosaicML's Stream, spec §15.2). Unset
@@ -169,10 +191,19 @@ func (o *Options) predownload() int {
 	if o.Predownload > 0 {
 		return o.Predownload
 	}
+	n := int64(64)
 	if o.BatchSize > 0 {
-		return 8 * o.BatchSize
+		n = 8 * int64(o.BatchSize)
 	}
-	return 64
+	conc := int64(o.PrefetchConcurrency)
+	if conc <= 0 {
+		conc = defaultPrefetchConcurrency
+	}
+	w := int64(math.MaxInt32) // the bound: no index or option overflows it
+	if o.shardSamples < w/conc {
+		w = conc * o.shardSamples
+	}
+	return int(min(max(n, w), math.MaxInt32))
 }
 
 // ParseBytes parses a byte count as MosaicML does for cache_limit and

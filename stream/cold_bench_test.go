@@ -1,0 +1,360 @@
+package stream_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/plan"
+	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/s3store"
+	"github.com/sluicedata/sluice/stream"
+)
+
+// coldConcurrency is the number of requests in flight of the raw GET
+// references: the default prefetch concurrency of an Iterator.
+const coldConcurrency = 8
+
+// openBenchS3 opens a fresh prefix of the test S3 server (the
+// SLUICE_TEST_S3_* variables; the benchmark is skipped without them).
+func openBenchS3(b *testing.B, name string) *s3store.Bucket {
+	b.Helper()
+	ep := os.Getenv("SLUICE_TEST_S3_ENDPOINT")
+	if ep == "" {
+		b.Skip("no S3 server (run under .ci/with-services.sh)")
+	}
+	bk, err := s3store.New(context.Background(), os.Getenv("SLUICE_TEST_S3_BUCKET"),
+		fmt.Sprintf("bench/%s-%d", name, time.Now().UnixNano()), &s3store.Options{
+			Endpoint: ep, Region: os.Getenv("SLUICE_TEST_S3_REGION"),
+			Credentials: credentials.NewStaticCredentialsProvider(
+				os.Getenv("SLUICE_TEST_S3_ACCESS_KEY"), os.Getenv("SLUICE_TEST_S3_SECRET_KEY"), ""),
+		})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return bk
+}
+
+// coldMode is one way of reading a dataset's shards from the server,
+// timed with the process's CPU time.
+type coldMode struct {
+	name string
+	// run reads the dataset once and returns the bytes it counted and,
+	// when not zero, the part of its time that counts for its rate (the
+	// time to the last sample, for a stream whose Close still waits for
+	// syncs).
+	run            func(b *testing.B) (int64, time.Duration)
+	wall, all, cpu time.Duration
+	bytes, ops     int64
+	rates          []float64 // MB/s of each pass
+}
+
+// cpuTime returns the user+system CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkColdS3 measures, side by side in one run against the same S3
+// server, three ways of reading a whole dataset into an empty node:
+//
+//   - rawGET: coldConcurrency whole-object GETs in parallel, bytes
+//     discarded (the server's rate);
+//   - rawFile: the same GETs into temporary files that are synced and
+//     renamed into place (what a durable cache must at least do);
+//   - sluice: stream.Open over the server with an empty cache and one
+//     full pass of the epoch through an Iterator (index GET, plan,
+//     prefetch, fetch into the cache, every sample read).
+//
+// Each iteration runs all three, in an order rotated per iteration, so
+// that the load of a shared machine falls on all of them alike. Figures:
+// MB/s of each (shard bytes; sluice's time ends at its last sample, and
+// sluice+close also counts its Close, which waits for the last syncs),
+// sluice as a percentage of each, the median over iterations of sluice's
+// percentage of the raw GETs of the same iteration, and each mode's
+// client CPU time per MB. Every pass checks the sample count and an id
+// checksum.
+func BenchmarkColdS3(b *testing.B) {
+	for _, shard := range []int64{4 << 20, 16 << 20} {
+		b.Run(fmt.Sprintf("shard=%dMB", shard>>20), func(b *testing.B) {
+			bk := openBenchS3(b, "cold")
+			const samples, size = 1280, 100 << 10
+			src := benchDataset(b, samples, size, shard, "")
+			keys := uploadDir(b, src, bk)
+			var shardBytes int64
+			for _, k := range keys {
+				fi, err := os.Stat(filepath.Join(src, k))
+				if err != nil {
+					b.Fatal(err)
+				}
+				shardBytes += fi.Size()
+			}
+			reg := &storage.Registry{}
+			reg.Register("bench", func(context.Context, *url.URL) (storage.Bucket, error) { return nopCloser{bk}, nil })
+			sc := &scratch{b: b}
+			modes := []*coldMode{
+				{name: "rawGET", run: func(b *testing.B) (int64, time.Duration) { return parallelGETs(b, bk, keys, ""), 0 }},
+				{name: "rawFile", run: func(b *testing.B) (int64, time.Duration) {
+					return parallelGETs(b, bk, keys, sc.dir()), 0
+				}},
+				{name: "sluice", run: func(b *testing.B) (int64, time.Duration) {
+					return coldPass(b, reg, sc.dir(), samples, size, shardBytes)
+				}},
+			}
+			// One unmeasured pass of each: connections, page cache, server.
+			for _, m := range modes {
+				m.run(b)
+			}
+			b.ResetTimer()
+			i := 0
+			for b.Loop() {
+				for k := range modes {
+					m := modes[(i+k)%len(modes)]
+					start, c0 := time.Now(), cpuTime()
+					n, d := m.run(b)
+					all := time.Since(start)
+					m.cpu += cpuTime() - c0
+					if d == 0 {
+						d = all
+					}
+					m.bytes += n
+					m.wall += d
+					m.all += all
+					m.ops++
+					m.rates = append(m.rates, float64(n)/d.Seconds()/1e6)
+					b.StopTimer()
+					sc.drop()
+					b.StartTimer()
+				}
+				i++
+			}
+			rate := func(m *coldMode) float64 { return float64(m.bytes) / m.wall.Seconds() / 1e6 }
+			for _, m := range modes {
+				b.ReportMetric(rate(m), m.name+"-MB/s")
+				b.ReportMetric(float64(m.cpu.Microseconds())/1e3/(float64(m.bytes)/1e6), m.name+"-cpu-ms/MB")
+			}
+			raw, file, sl := modes[0], modes[1], modes[2]
+			// With its Close (the last syncs and renames).
+			b.ReportMetric(float64(sl.bytes)/sl.all.Seconds()/1e6, "sluice+close-MB/s")
+			b.ReportMetric(rate(sl)/rate(raw)*100, "%ofRawGET")
+			b.ReportMetric(rate(sl)/rate(file)*100, "%ofRawFile")
+			// The median of the passes' ratios, each against the raw GETs
+			// of its own iteration: robust to a neighbour's burst.
+			ratios := make([]float64, len(sl.rates))
+			for k := range ratios {
+				ratios[k] = sl.rates[k] / raw.rates[k] * 100
+			}
+			slices.Sort(ratios)
+			b.ReportMetric(ratios[len(ratios)/2], "median-%ofRawGET")
+		})
+	}
+}
+
+// scratch hands out directories for one pass each and removes them after
+// it, so that passes do not pile gigabytes on the disk (a disk still
+// writing back the last passes' files slows the next).
+type scratch struct {
+	b    *testing.B
+	dirs []string
+}
+
+func (s *scratch) dir() string {
+	dir, err := os.MkdirTemp("", "sluice-cold-")
+	if err != nil {
+		s.b.Fatal(err)
+	}
+	s.dirs = append(s.dirs, dir)
+	s.b.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func (s *scratch) drop() {
+	for _, d := range s.dirs {
+		if err := os.RemoveAll(d); err != nil {
+			s.b.Fatal(err)
+		}
+	}
+	s.dirs = s.dirs[:0]
+}
+
+// parallelGETs reads every key with coldConcurrency GETs in parallel and
+// returns the bytes read. With dir set, each object goes to a temporary
+// file there that is synced and renamed into place (and the directory
+// synced); else the bytes are discarded.
+func parallelGETs(b *testing.B, bk storage.Bucket, keys []string, dir string) int64 {
+	g, ctx := errgroup.WithContext(context.Background())
+	g.SetLimit(coldConcurrency)
+	counts := make([]int64, len(keys))
+	for i, k := range keys {
+		g.Go(func() error {
+			r, err := bk.NewRangeReader(ctx, k, 0, -1)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			if dir == "" {
+				counts[i], err = io.Copy(io.Discard, r)
+				return err
+			}
+			f, err := os.CreateTemp(dir, ".tmp-*")
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if counts[i], err = io.Copy(f, r); err != nil {
+				return err
+			}
+			if err := f.Sync(); err != nil {
+				return err
+			}
+			return os.Rename(f.Name(), filepath.Join(dir, k))
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	if dir != "" {
+		d, err := os.Open(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := d.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		d.Close()
+	}
+	var total int64
+	for _, n := range counts {
+		total += n
+	}
+	return total
+}
+
+// coldPass opens the dataset into an empty cache, reads one rank's whole
+// epoch, checking the count and the ids, and returns the shard bytes and
+// the time to the last sample (its Close, deferred, is not in it).
+func coldPass(b *testing.B, reg *storage.Registry, local string, samples, size int, shardBytes int64) (int64, time.Duration) {
+	ctx := context.Background()
+	start := time.Now()
+	ds, err := stream.Open(ctx, &stream.Options{Remote: "bench://x", Local: local, Registry: reg, BatchSize: 32})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ds.Close()
+	ep, err := ds.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 1}, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	it, err := ep.RankIter(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer it.Close()
+	var n, ids, bytes int64
+	for it.Next() {
+		n++
+		ids += it.ID()
+		bytes += int64(len(it.Record()))
+	}
+	if err := it.Err(); err != nil {
+		b.Fatal(err)
+	}
+	if n != int64(samples) || ids != int64(samples)*int64(samples-1)/2 {
+		b.Fatalf("cold pass: %d samples with id sum %d, want %d and %d", n, ids, samples, samples*(samples-1)/2)
+	}
+	if bytes < int64(samples*size) {
+		b.Fatalf("cold pass: %d bytes of samples, want at least %d", bytes, samples*size)
+	}
+	// Rates compare the bytes moved: the shards, a little more than
+	// their samples.
+	return shardBytes, time.Since(start)
+}
+
+// BenchmarkColdS3FirstSample measures the time to the first sample of a
+// dataset on the S3 server into an empty cache (stream.Open, epoch, first
+// Next) against its reference, one plain index GET followed by one plain
+// GET of the first shard, measured in the same iteration: x-2GETs is the
+// ratio of the two (issue 17's target: at most 1.2).
+func BenchmarkColdS3FirstSample(b *testing.B) {
+	bk := openBenchS3(b, "ttfs")
+	src := benchDataset(b, 640, 100<<10, 4<<20, "")
+	uploadDir(b, src, bk)
+	reg := &storage.Registry{}
+	reg.Register("bench", func(context.Context, *url.URL) (storage.Bucket, error) { return nopCloser{bk}, nil })
+	ctx := context.Background()
+	ref := func() time.Duration {
+		start := time.Now()
+		for _, k := range []string{format.IndexFile, "shard.00000.mds"} {
+			if _, err := storage.ReadAll(ctx, bk, k, 1<<30); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(start)
+	}
+	first := func() time.Duration {
+		local := b.TempDir()
+		start := time.Now()
+		ds, err := stream.Open(ctx, &stream.Options{Remote: "bench://x", Local: local, Registry: reg, BatchSize: 32})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ds.Close()
+		ep, err := ds.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 1}, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		it, err := ep.RankIter(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer it.Close()
+		if !it.Next() {
+			b.Fatal(it.Err())
+		}
+		d := time.Since(start)
+		if it.ID() != 0 {
+			b.Fatalf("first sample is %d, want 0", it.ID())
+		}
+		return d
+	}
+	ref()
+	first()
+	var refSum, firstSum time.Duration
+	var ratios []float64
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		var r, f time.Duration
+		if i%2 == 0 {
+			r, f = ref(), first()
+		} else {
+			f, r = first(), ref()
+		}
+		refSum += r
+		firstSum += f
+		ratios = append(ratios, float64(f)/float64(r))
+		i++
+	}
+	n := float64(i)
+	b.ReportMetric(float64(firstSum.Microseconds())/1e3/n, "ms-first-sample")
+	b.ReportMetric(float64(refSum.Microseconds())/1e3/n, "ms-2GETs")
+	b.ReportMetric(float64(firstSum)/float64(refSum), "x-2GETs")
+	// The median of each iteration's ratio: robust to a neighbour's
+	// burst (a slow fsync, a descheduled server) in one of them.
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "median-x-2GETs")
+}
