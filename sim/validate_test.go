@@ -24,7 +24,7 @@ import (
 
 // Timing tolerance of the validation: |measured − simulated| ≤ relTol ×
 // simulated + absTol. CI runs on two shared cores under -race; the error
-// measured there is in docs/simulate.md.
+// measured there is in docs/input-bound.md.
 const (
 	relTol = 0.35
 	absTol = 150 * time.Millisecond
