@@ -78,8 +78,9 @@ type Report struct {
 }
 
 // Run plays the configuration on a virtual clock: the real planner's
-// per-node schedules, consumed step by step, with the cache and the
-// prefetchers of package stream modelled on each node.
+// per-node schedules, consumed step by step, each node's cache evicting
+// by package cache's policy and its prefetchers walking by package
+// stream/prefetch's Walk.
 func Run(ctx context.Context, c *Config) (*Report, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
