@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"image"
 	"io"
 	"os"
@@ -170,5 +171,42 @@ func TestCMYKFallsBack(t *testing.T) {
 	t.Logf("cmyk vs PIL: mean %.3f max %d", mean, most)
 	if mean > 5 {
 		t.Fatalf("cmyk differs from PIL by mean %.3f, max %d", mean, most)
+	}
+}
+
+// TestDrawsMatchPythonPort: vision draws the crops and flips that
+// python/sluice/images.py (the PIL path of DecodeImage) draws, recorded
+// in testdata/draws.json by testdata/draws.py.
+func TestDrawsMatchPythonPort(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "draws.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var draws []struct {
+		Seed          string
+		Epoch, Sample int64
+		W, H          int
+		Scale, Ratio  [2]float64
+		Box           [4]int
+		Flip          bool
+	}
+	if err := json.Unmarshal(b, &draws); err != nil {
+		t.Fatal(err)
+	}
+	if len(draws) < 100 {
+		t.Fatalf("%d draws", len(draws))
+	}
+	for _, d := range draws {
+		var seed uint64
+		if _, err := fmt.Sscan(d.Seed, &seed); err != nil {
+			t.Fatal(err)
+		}
+		s := Spec{Height: 8, Width: 8, RandomResizedCrop: true, Flip: true, Seed: seed, Scale: d.Scale, Ratio: d.Ratio}
+		p := s.plan(d.W, d.H, d.Epoch, d.Sample)
+		want := image.Rect(d.Box[0], d.Box[1], d.Box[2], d.Box[3])
+		if p.crop != want || p.flip != d.Flip {
+			t.Fatalf("seed %d epoch %d sample %d of %d×%d: vision draws %v flip %v, Python %v flip %v",
+				seed, d.Epoch, d.Sample, d.W, d.H, p.crop, p.flip, want, d.Flip)
+		}
 	}
 }

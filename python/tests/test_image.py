@@ -6,6 +6,7 @@ mid-epoch, the same crop and flip on the Python path (pixels within the
 decoders' difference), bad arguments refused."""
 
 import io
+import json
 import os
 import unittest
 
@@ -159,6 +160,18 @@ class DecodeImageTest(helpers.AgentCase):
         self.assertTrue(150 < flips < 250)
         self.assertEqual(d.draw(500, 375, 9176, 1, 7), d.draw(500, 375, 9176, 1, 7))
         self.assertNotEqual(d.draw(500, 375, 9176, 1, 7), d.draw(500, 375, 9176, 2, 7))
+
+    def test_draws_pinned_with_go(self):
+        # vision/testdata/draws.json holds draws Go's TestDrawsMatchPythonPort
+        # checks vision makes; this port must still make them.
+        path = os.path.join(helpers.ROOT, "vision", "testdata", "draws.json")
+        with open(path) as f:
+            draws = json.load(f)
+        self.assertGreater(len(draws), 100)
+        for d in draws:
+            r = images._RNG(int(d["seed"]), d["epoch"], d["sample"])
+            box = images._random_crop(r, d["w"], d["h"], tuple(d["scale"]), tuple(d["ratio"]))
+            self.assertEqual((list(box), r.float() < 0.5), (d["box"], d["flip"]), d)
 
     def test_bad_arguments(self):
         for kw in (dict(size=0), dict(size=(3,)), dict(crop="centre"), dict(layout="cwh"), dict(scale=(0.9, 0.1)),
