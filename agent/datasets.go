@@ -228,14 +228,23 @@ func (a *Agent) openDataset(ctx context.Context, key string, spec agentapi.Datas
 	d.shardSchema = make([]int, n)
 	d.shardSamples = make([]int64, n)
 	d.shardBytes = make([]int64, n)
+	var prev *format.ShardInfo
 	for i := range n {
 		si := ds.ShardInfo(i)
-		s := schemaOf(si)
-		k := slices.IndexFunc(d.schemas, func(t agentapi.Schema) bool { return sameSchema(s, t) })
-		if k < 0 {
-			k = len(d.schemas)
-			d.schemas = append(d.schemas, s)
+		var k int
+		if prev != nil && sameSchemaFields(prev, si) {
+			// Shards of a dataset nearly always share one configuration:
+			// no schema to build and compare for each of 40k shards.
+			k = d.shardSchema[i-1]
+		} else {
+			s := schemaOf(si)
+			k = slices.IndexFunc(d.schemas, func(t agentapi.Schema) bool { return sameSchema(s, t) })
+			if k < 0 {
+				k = len(d.schemas)
+				d.schemas = append(d.schemas, s)
+			}
 		}
+		prev = si
 		d.shardSchema[i] = k
 		d.shardSamples[i] = int64(si.Samples)
 		d.shardBytes[i] = si.RawData.Bytes
@@ -272,6 +281,15 @@ func schemaOf(si *format.ShardInfo) agentapi.Schema {
 		}
 	}
 	return s
+}
+
+// sameSchemaFields reports whether two shards certainly have the same
+// schema: equal fields schemaOf reads (JSON shards, whose schema may come
+// from their columns map, are never taken as equal here).
+func sameSchemaFields(a, b *format.ShardInfo) bool {
+	return a.Format == b.Format && a.Format != "json" && a.Separator == b.Separator &&
+		slices.Equal(a.ColumnNames, b.ColumnNames) && slices.Equal(a.ColumnEncodings, b.ColumnEncodings) &&
+		slices.Equal(a.ColumnSizes, b.ColumnSizes)
 }
 
 func sameSchema(a, b agentapi.Schema) bool {
