@@ -54,10 +54,13 @@ func newSimulateCommand(e *env) *cobra.Command {
 		Use:   "simulate [DATASET_OR_INDEX]",
 		Short: "Simulate a training run's input pipeline: stalls, downloads, cache use",
 		Long: `Simulate a run on a virtual clock: the epoch plan Sluice would compute (the
-real planner), consumed step by step on every node through a model of the node
-cache (the limit, Belady eviction by the plan's next use, the prefetch window,
-budget and concurrency of sluice stream and the agent) and of the store
-(latency per request, bandwidth per node and in all, as a FIFO link per node).
+real planner), consumed step by step on every node, with the cache's own
+eviction policy (Belady by the plan's next use, LRU for unplanned shards) and
+the stream's own prefetch walk (window, budget, concurrency) deciding, over a
+model of the store (latency per request, bandwidth per node and in all, as a
+FIFO link per node) and of the consumers (each rank reads its part of a step
+in order). What is and is not modelled, and the measured error against the
+real stream over S3: docs/input-bound.md.
 
 Reports, per node and in all: time to first batch, the steps that stall and for
 how long, the input-wait fraction, throughput, bytes and requests to the store
