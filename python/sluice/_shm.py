@@ -56,12 +56,18 @@ def mode():
 def eligible(ds, cls):
     """Whether ds's iteration can come through the feed with the same
     samples: Sluice's own iteration and __getitem__ (a subclass that
-    overrides __getitem__ sees every sample), and MDS shards whose schemas
-    share columns and encodings (a batch holds one layout)."""
+    overrides __getitem__ sees every sample), MDS shards whose schemas
+    share columns and encodings (a batch holds one layout), numpy, and no
+    cache_limit."""
     if mode() == "off" or ds._info is None:
         return False
     t = type(ds)
     if t.__getitem__ is not cls.__getitem__ or t.__iter__ is not cls.__iter__ or t._batches is not cls._batches:
+        return False
+    if ds.cache_limit:
+        # A feed batch holds the leases of all its shards until it is
+        # full; the cache limit is sized for the three shards a worker of
+        # the mapped-shard path holds.
         return False
     schemas = ds._info.get("schemas") or []
     if not schemas:
@@ -327,10 +333,10 @@ class Collator:
         torch = self.torch
         out = {}
         for k, (name, enc, kind, dt, shape, off, stride, offs) in enumerate(b.columns):
-            if kind == "fixed" and dt in self.tdtype and (enc == self.encodings[k] or enc.startswith("ndarray:")) \
-                    and (shape or enc == "int" or enc == dt):
-                # default_collate gives these a tensor of this dtype and
-                # shape (N, *shape): view the mapping.
+            if kind == "fixed" and dt in self.tdtype:
+                # The agent collates only numeric scalars, "int", fixed
+                # ndarrays and transform outputs: default_collate gives
+                # these a tensor of this dtype and shape (N, *shape).
                 if stride == 0:
                     t = torch.empty((b.n,) + shape, dtype=self.tdtype[dt])
                 else:

@@ -287,6 +287,43 @@ class ShmTest(helpers.AgentCase):
                 self.assertLessEqual(end, len(m))
         self.assertGreater(refused, 1000)
 
+    def test_auto_takes_it_where_it_measured_faster(self):
+        """SLUICE_SHM=auto: the agent's batches for a fixed-shape ndarray
+        column or an in-agent transform; the mapped shards for bytes and
+        strings only, under a cache_limit, or with a __getitem__ override;
+        on: wherever equivalent; off: never."""
+        ids_only = self.dataset()
+        mixed = self.dataset(local=self.mixed)
+
+        class Sub(sluice.StreamingDataset):
+            def __getitem__(self, i):
+                return super().__getitem__(i)
+
+        sub = Sub(local=self.mixed, batch_size=32)
+        limited = self.dataset(local=self.mixed, cache_limit="1gb")
+        cls = sluice.StreamingDataset
+        with Env(SLUICE_SHM="auto"):
+            self.assertTrue(_shm.eligible(mixed, cls))
+            self.assertFalse(_shm.eligible(ids_only, cls))
+            ids_only._feed_transforms = [{"column": "text", "transform": "x"}]
+            self.assertTrue(_shm.eligible(ids_only, cls))
+            del ids_only._feed_transforms
+            self.assertFalse(_shm.eligible(sub, cls))
+            self.assertFalse(_shm.eligible(limited, cls))
+        with Env(SLUICE_SHM="on"):
+            self.assertTrue(_shm.eligible(ids_only, cls))
+            self.assertFalse(_shm.eligible(limited, cls))
+        with Env(SLUICE_SHM="off"):
+            self.assertFalse(_shm.eligible(mixed, cls))
+        with Env(SLUICE_SHM="bogus"), self.assertRaises(ValueError):
+            _shm.eligible(mixed, cls)
+        # A transform the agent does not know is refused by name.
+        ds = self.dataset()
+        ds._feed_transforms = [{"column": "text", "transform": "nope"}]
+        with Env(SLUICE_FEED="threads", SLUICE_SHM="on"), self.assertRaisesRegex(errors.SluiceError, "nope"):
+            for _ in sluice.StreamingDataLoader(ds, batch_size=32, num_workers=2):
+                pass
+
     def test_old_agent_protocol_falls_back(self):
         """A connection that settled on protocol 1 never asks for feed
         batches: the mapped-shard path serves it."""
