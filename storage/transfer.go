@@ -200,11 +200,21 @@ func readPart(ctx context.Context, b Bucket, key string, f *os.File, off, n int6
 }
 
 // copyAt copies from r to w at offset off until r ends or more than limit
-// bytes arrived, and returns the number copied.
+// bytes arrived, and returns the number copied. It fills buf before each
+// write: a socket hands out a few tens of KiB per read, and one pwrite per
+// buffer rather than per read saves most of a download's system calls.
 func copyAt(w io.WriterAt, off int64, r io.Reader, buf []byte, limit int64, progress func(int64)) (int64, error) {
 	var got int64
 	for {
-		nr, rerr := r.Read(buf)
+		// Not io.ReadFull: it reports a body that ends early as
+		// io.ErrUnexpectedEOF, which is also how a reader says that its
+		// body broke (a retryable truncation, not the object's end).
+		nr, rerr := 0, error(nil)
+		for nr < len(buf) && rerr == nil {
+			var m int
+			m, rerr = r.Read(buf[nr:])
+			nr += m
+		}
 		if nr > 0 {
 			if got+int64(nr) > limit {
 				return got + int64(nr), nil // too long; the caller reports it
