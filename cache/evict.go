@@ -188,14 +188,26 @@ func (c *Cache) evict(need, distance int64, demand bool, self *Dataset, selfShar
 		}
 	}
 	slices.SortStableFunc(cands, func(x, y candidate) int { return CompareCandidates(x.p, y.p) })
-	var freed int64
-	for _, cd := range cands {
-		if freed >= need || !MayEvict(cd.p, distance, demand) {
-			break
-		}
-		freed += cd.d.evictShard(cd.shard)
+	return Evict(&sortedVictims{cands: cands}, need, distance, demand)
+}
+
+// sortedVictims is Victims over candidates sorted in the policy's order.
+type sortedVictims struct {
+	cands []candidate
+	next  int
+}
+
+func (v *sortedVictims) First() (Candidate, bool) {
+	if v.next >= len(v.cands) {
+		return Candidate{}, false
 	}
-	return freed
+	return v.cands[v.next].p, true
+}
+
+func (v *sortedVictims) Evict() int64 {
+	cd := v.cands[v.next]
+	v.next++
+	return cd.d.evictShard(cd.shard)
 }
 
 // evictShard deletes shard's files unless it is leased or being fetched

@@ -109,3 +109,28 @@ func (r *Refusals) Note(gen, distance int64) {
 		r.gen, r.dist, r.set = gen, distance, true
 	}
 }
+
+// Victims is a source of eviction candidates in CompareCandidates order,
+// for Evict.
+type Victims interface {
+	// First returns the candidate to evict next (ok false: none left).
+	First() (c Candidate, ok bool)
+	// Evict evicts that candidate and returns the bytes freed (0 when it
+	// could not be evicted after all); the next First is the one after.
+	Evict() int64
+}
+
+// Evict evicts candidates from v in order until need bytes are freed, no
+// candidate is left, or MayEvict refuses the next one, and returns the
+// bytes freed. Cache.evict and the simulator both evict through it.
+func Evict(v Victims, need, distance int64, demand bool) int64 {
+	var freed int64
+	for freed < need {
+		c, ok := v.First()
+		if !ok || !MayEvict(c, distance, demand) {
+			break
+		}
+		freed += v.Evict()
+	}
+	return freed
+}

@@ -70,3 +70,44 @@ func TestRefusals(t *testing.T) {
 		t.Error("a refusal of a new generation did not replace the old one")
 	}
 }
+
+type listVictims struct {
+	cands   []Candidate
+	size    int64
+	evicted int
+}
+
+func (v *listVictims) First() (Candidate, bool) {
+	if v.evicted >= len(v.cands) {
+		return Candidate{}, false
+	}
+	return v.cands[v.evicted], true
+}
+
+func (v *listVictims) Evict() int64 { v.evicted++; return v.size }
+
+// Evict stops at the bytes needed, at the end, or at the first candidate
+// a prefetch may not evict.
+func TestEvict(t *testing.T) {
+	list := func() *listVictims {
+		return &listVictims{size: 10, cands: []Candidate{
+			NewCandidate(false, 0, 1), NewCandidate(true, 50, 2), NewCandidate(true, 20, 3), NewCandidate(true, 5, 4)}}
+	}
+	for _, tc := range []struct {
+		need, distance int64
+		demand         bool
+		freed          int64
+		evicted        int
+	}{
+		{15, 0, false, 20, 2},   // two are enough
+		{100, 20, false, 20, 2}, // the third is needed as soon as the prefetch's shard
+		{100, 20, true, 40, 4},  // a demand fetch takes all
+		{0, 0, true, 0, 0},
+	} {
+		v := list()
+		if got := Evict(v, tc.need, tc.distance, tc.demand); got != tc.freed || v.evicted != tc.evicted {
+			t.Errorf("Evict(need %d, distance %d, demand %v) freed %d in %d, want %d in %d",
+				tc.need, tc.distance, tc.demand, got, v.evicted, tc.freed, tc.evicted)
+		}
+	}
+}

@@ -342,23 +342,7 @@ func (nd *node) reserve(n, distance int64, demand bool) bool {
 	if !nd.tracking {
 		nd.track()
 	}
-	for nd.usage+n > nd.limit {
-		s, ok := nd.vic.first()
-		if !ok {
-			break
-		}
-		k := nd.vic.key[s]
-		if k.Class == cache.Planned {
-			k.Dist -= nd.pos
-		}
-		if !cache.MayEvict(k, distance, demand) {
-			break
-		}
-		if nd.c.onEvict != nil {
-			nd.c.onEvict(nd, s)
-		}
-		nd.evict(s)
-	}
+	cache.Evict(nodeVictims{nd}, nd.usage+n-nd.limit, distance, demand)
 	if nd.usage+n > nd.limit {
 		if !demand {
 			nd.refusals.Note(nd.gen, distance)
@@ -366,6 +350,33 @@ func (nd *node) reserve(n, distance int64, demand bool) bool {
 		return false
 	}
 	return true
+}
+
+// nodeVictims is cache.Victims over the node's candidates; a planned
+// candidate's distance is made relative to the consumers' position again.
+type nodeVictims struct{ nd *node }
+
+func (v nodeVictims) First() (cache.Candidate, bool) {
+	s, ok := v.nd.vic.first()
+	if !ok {
+		return cache.Candidate{}, false
+	}
+	k := v.nd.vic.key[s]
+	if k.Class == cache.Planned {
+		k.Dist -= v.nd.pos
+	}
+	return k, true
+}
+
+func (v nodeVictims) Evict() int64 {
+	nd := v.nd
+	s, _ := nd.vic.first()
+	if nd.c.onEvict != nil {
+		nd.c.onEvict(nd, s)
+	}
+	b := nd.c.Dataset.Shards[s].CachedBytes
+	nd.evict(s)
+	return b
 }
 
 // track begins the upkeep of the candidates: every unleased present shard
