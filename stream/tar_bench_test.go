@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -195,6 +196,7 @@ func BenchmarkTarIndexBuild(b *testing.B) {
 			reg := &storage.Registry{}
 			reg.Register("bench", func(context.Context, *url.URL) (storage.Bucket, error) { return bk, nil })
 			var n int
+			cpu0, srv0 := processCPU(0), processCPU(serverPID(name))
 			for b.Loop() {
 				idx, err := stream.BuildTarIndex(context.Background(), bk, keys, nil)
 				if err != nil {
@@ -203,6 +205,49 @@ func BenchmarkTarIndexBuild(b *testing.B) {
 				n += len(idx.Shards)
 			}
 			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tars/s")
+			// CPU per tar, less sensitive than tars/s to other load on a
+			// shared machine: this process's, and the S3 server's when
+			// SLUICE_BENCH_S3_PID names it.
+			b.ReportMetric((processCPU(0)-cpu0).Seconds()*1e3/float64(n), "cpu-ms/tar")
+			if pid := serverPID(name); pid > 0 {
+				b.ReportMetric((processCPU(pid)-srv0).Seconds()*1e3/float64(n), "server-cpu-ms/tar")
+			}
 		})
 	}
+}
+
+// serverPID returns the S3 server's process ID for the s3 case, from
+// SLUICE_BENCH_S3_PID (0 when unset).
+func serverPID(name string) int {
+	pid := 0
+	if name == "s3" {
+		fmt.Sscan(os.Getenv("SLUICE_BENCH_S3_PID"), &pid)
+	}
+	return pid
+}
+
+// processCPU returns the user+system CPU time of process pid (0: this
+// one), read from /proc; 0 where that is not available.
+func processCPU(pid int) time.Duration {
+	p := "/proc/self/stat"
+	if pid > 0 {
+		p = fmt.Sprintf("/proc/%d/stat", pid)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) in ")".
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	var ut, st int64
+	fmt.Sscan(f[11], &ut)
+	fmt.Sscan(f[12], &st)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
 }

@@ -170,12 +170,25 @@ type rangeReader struct {
 	rc   io.ReadCloser // the open request
 	at   int64
 	buf  *bufio.Reader // reused across requests
+	big  *bufio.Reader // over buf once a request reads densely
+	from int64         // where the open request started
 	reqs int           // requests made, for tests
 }
 
 // readBuffer is the ranged tar reader's buffer: member data inside it is
-// skipped without being copied out.
+// skipped without being copied out. It stays small so that a request
+// that ends at the next long gap has fetched little past the header.
 const readBuffer = 64 << 10
+
+// A request read through for denseAfter bytes (an archive of small
+// members, read whole) continues through a buffer of readBufferDense
+// bytes: fewer, larger reads. 1 MiB instead of 64 KiB took the client's
+// CPU per 64 MB tar of 20 KB members from the loopback S3 server from
+// 31–34 ms to 24–27 ms (BenchmarkTarIndexBuild cpu-ms/tar).
+const (
+	denseAfter      = 4 << 20
+	readBufferDense = 1 << 20
+)
 
 func (r *rangeReader) Read(p []byte) (int, error) {
 	if r.pos >= r.size {
@@ -194,8 +207,18 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 		} else {
 			r.buf.Reset(rc)
 		}
-		r.rc, r.body, r.at = rc, r.buf, r.pos
+		r.rc, r.body, r.at, r.from = rc, r.buf, r.pos, r.pos
 		r.reqs++
+	}
+	if r.body == r.buf && r.at-r.from >= denseAfter {
+		// Reading through: larger reads from here on (buf's buffered
+		// bytes come first, then big reads pass through it).
+		if r.big == nil {
+			r.big = bufio.NewReaderSize(r.buf, readBufferDense)
+		} else {
+			r.big.Reset(r.buf)
+		}
+		r.body = r.big
 	}
 	if r.pos > r.at {
 		n, err := r.body.Discard(int(r.pos - r.at))
