@@ -104,7 +104,17 @@ func (e *py1e) gather(dst []int64, pos, n int64, want []uint64) int {
 		k := min(n-i, nstop-p)
 		e.ready(c)
 		if sm := e.sparseMax; (sm == 0 && k <= sparseDefault) || k <= sm {
-			// Short: fillNode's sparse path, then keep the selected.
+			// Short: the sparse path's inputs of the range, and the IDs
+			// of the selected ones only (each needs its span shuffled;
+			// a worker's batch selects a few of a range of thousands).
+			if sel, ok := e.sparseSel(c, p-ns, p-ns+k); ok {
+				picked := make([]jPos, 0, countBits(want, i, i+k))
+				forEachBit(want, i, i+k, func(b int64) { picked = append(picked, sel[b-i]) })
+				e.idsOf(dst[out:out+len(picked)], c, picked)
+				out += len(picked)
+				i += k
+				continue
+			}
 			tmp := make([]int64, k)
 			e.fillNode(tmp, c, p-ns, p-ns+k)
 			forEachBit(want, i, i+k, func(b int64) {

@@ -59,9 +59,9 @@ type sparseEntry struct {
 	kept  []jPos
 }
 
-// sparseCached serves [lo, hi) of node c from a counted range, if one
-// holds it.
-func (e *py1e) sparseCached(dst []int64, c int, lo, hi int64) bool {
+// sparseCached returns the inputs of node c's output ranks [lo, hi) from
+// a counted range, if one holds them.
+func (e *py1e) sparseCached(c int, lo, hi int64) ([]jPos, bool) {
 	e.sparseMu.Lock()
 	var hit *sparseEntry
 	for i := range e.sparse {
@@ -76,11 +76,7 @@ func (e *py1e) sparseCached(dst []int64, c int, lo, hi int64) bool {
 		sel = hit.kept[lo-hit.below : hi-hit.below] // entries are never modified
 	}
 	e.sparseMu.Unlock()
-	if hit == nil {
-		return false
-	}
-	e.idsOf(dst, c, sel)
-	return true
+	return sel, hit != nil
 }
 
 func (e *py1e) sparseStore(c int, below int64, kept []jPos) {
@@ -328,14 +324,25 @@ func (e *py1e) fillWindow(dst []int64, c int, lo, hi int64) {
 // fillWindow. The cost is O(M + request) draws (M about half a block) plus
 // the spans of the selected inputs, instead of O(2.5 blocks) twice.
 func (e *py1e) fillSparse(dst []int64, c int, lo, hi int64) bool {
+	sel, ok := e.sparseSel(c, lo, hi)
+	if ok {
+		e.idsOf(dst, c, sel)
+	}
+	return ok
+}
+
+// sparseSel returns the inputs (position, node index) of node c's output
+// ranks [lo, hi), in rank order, counted as fillSparse describes; false
+// when the guesses missed (the caller falls back to the window path).
+func (e *py1e) sparseSel(c int, lo, hi int64) ([]jPos, bool) {
 	e.ready(c)
 	mm := (e.margin[c] - 2) / 2
 	d := 6*int64(math.Sqrt(float64(mm)/3)) + 64
 	if e.sparseSlack > 0 {
 		d = e.sparseSlack
 	}
-	if e.sparseCached(dst, c, lo, hi) {
-		return true
+	if sel, ok := e.sparseCached(c, lo, hi); ok {
+		return sel, true
 	}
 	// Count a little around the request too: the neighbours' requests
 	// (the other workers' first batches after a resume lie next to each
@@ -359,8 +366,7 @@ func (e *py1e) fillSparse(dst []int64, c int, lo, hi int64) bool {
 				return cmp.Compare(u.j, v.j)
 			})
 			e.sparseStore(c, below, kept)
-			e.idsOf(dst, c, kept[lo-below:hi-below])
-			return true
+			return kept[lo-below : hi-below], true
 		}
 		if below > lo {
 			x0 -= float64(below-lo) + float64(d)
@@ -369,7 +375,7 @@ func (e *py1e) fillSparse(dst []int64, c int, lo, hi int64) bool {
 			x1 += float64(hi-below-n) + float64(d)
 		}
 	}
-	return false
+	return nil, false
 }
 
 // expectedPos returns a position x (node-relative) at which the expected
