@@ -496,7 +496,7 @@ func (it *Iterator) NextUses(fn func(d *cache.Dataset, shard int, distance int64
 func (it *Iterator) prefetch(ctx context.Context) {
 	conc := it.d.opts.PrefetchConcurrency
 	if conc <= 0 {
-		conc = 8
+		conc = defaultPrefetchConcurrency
 	}
 	sem := make(chan struct{}, conc)
 	wp := &walkPlan{it: it}

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicedata/sluice/plan"
 	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/storage/retry"
+	"github.com/sluicedata/sluice/stream/prefetch"
 )
 
 // Options are MosaicML StreamingDataset's constructor arguments under the
@@ -191,19 +192,7 @@ func (o *Options) predownload() int {
 	if o.Predownload > 0 {
 		return o.Predownload
 	}
-	n := int64(64)
-	if o.BatchSize > 0 {
-		n = 8 * int64(o.BatchSize)
-	}
-	conc := int64(o.PrefetchConcurrency)
-	if conc <= 0 {
-		conc = defaultPrefetchConcurrency
-	}
-	w := int64(math.MaxInt32) // the bound: no index or option overflows it
-	if o.shardSamples < w/conc {
-		w = conc * o.shardSamples
-	}
-	return int(min(max(n, w), math.MaxInt32))
+	return prefetch.DefaultWindow(o.BatchSize, o.PrefetchConcurrency, o.shardSamples)
 }
 
 // ParseBytes parses a byte count as MosaicML does for cache_limit and

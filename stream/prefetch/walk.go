@@ -141,3 +141,23 @@ func Budget(limit, indexBytes, foot int64, consumers int) int {
 // yet: only the shard of that sample, so that the time to first sample is
 // one shard's download and not a share of many.
 func FirstBudget(budget int) int { return min(budget, 1) }
+
+// DefaultWindow is the window (stream's Predownload) when none is set:
+// MosaicML's 8 × batch size samples (64 without a batch size), widened to
+// keep conc shards of shardSamples samples each (the dataset's average)
+// fetching when that is more; at most math.MaxInt32.
+func DefaultWindow(batchSize, conc int, shardSamples int64) int {
+	n := int64(64)
+	if batchSize > 0 {
+		n = 8 * int64(batchSize)
+	}
+	c := int64(conc)
+	if c <= 0 {
+		c = 8
+	}
+	w := int64(math.MaxInt32) // the bound: no index or option overflows it
+	if shardSamples < w/c {
+		w = c * shardSamples
+	}
+	return int(min(max(n, w), math.MaxInt32))
+}
