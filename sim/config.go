@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/plan"
+	"github.com/sluicedata/sluice/stream/prefetch"
 )
 
 // ErrInvalid marks every error caused by an invalid configuration. Check
@@ -116,7 +117,7 @@ type Config struct {
 	// kept from one epoch to the next.
 	Epochs int
 	// Predownload is the prefetch window of one consumer in samples (0:
-	// 8 × batch size, as stream.Options).
+	// stream.Options' default, prefetch.DefaultWindow).
 	Predownload int
 	// CacheLimit is each node's cache limit in bytes (0: none).
 	CacheLimit int64
@@ -179,11 +180,21 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// predownload is one consumer's prefetch window, as stream's Options:
+// prefetch.DefaultWindow over the dataset's average shard when unset.
 func (c *Config) predownload() int {
 	if c.Predownload > 0 {
 		return c.Predownload
 	}
-	return 8 * c.Plan.BatchSize
+	var samples int64
+	for _, s := range c.Dataset.Shards {
+		samples += s.Samples
+	}
+	var avg int64
+	if n := int64(len(c.Dataset.Shards)); n > 0 && samples > 0 {
+		avg = (samples + n - 1) / n
+	}
+	return prefetch.DefaultWindow(c.Plan.BatchSize, c.PrefetchConcurrency, avg)
 }
 
 func (c *Config) indexRequests() int {

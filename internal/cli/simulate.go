@@ -89,7 +89,7 @@ the agent (one per DataLoader worker).`,
 	fl.IntVar(&f.ranks, "ranks-per-node", 1, "ranks (devices) per node")
 	fl.IntVar(&f.workers, "workers-per-rank", 1, "DataLoader workers per rank")
 	fl.IntVar(&f.epochs, "epochs", 1, "epochs to play (the cache is kept between them)")
-	fl.IntVar(&f.predownload, "predownload", 0, "samples each consumer prefetches ahead (0: 8×batch size)")
+	fl.IntVar(&f.predownload, "predownload", 0, "samples each consumer prefetches ahead (0: stream's default, the larger of 8×batch size and the prefetch concurrency × the average shard)")
 	fl.IntVar(&f.concurrency, "prefetch-concurrency", 0, "concurrent prefetches per consumer (0: 8)")
 	fl.StringVar(&f.cacheLimit, "cache-limit", "", `cache limit per node ("200gb"; default: none)`)
 	fl.BoolVar(&f.keepZip, "keep-zip", false, "keep compressed shards in the cache after decompressing")
