@@ -429,4 +429,20 @@ func TestTarSeqFromS3(t *testing.T) {
 			t.Errorf("cache usage %d (err %v) over the limit %d", u, err, limit)
 		}
 	}
+	if cs := c.Stats(); cs.Evictions == 0 {
+		t.Errorf("no evictions under a limit of %d for %d bytes: %+v", limit, total, cs)
+	}
+	// __url__ is the shard's URL without the store options.
+	s := func() *stream.TarSequence {
+		s, err := stream.OpenTarSequence(ctx, &stream.Options{Remote: "s3://" + bucket + "/" + prefix + "/shard-{000000..000007}.tar?" + q.Encode(),
+			Registry: stores.Default(), Cache: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}()
+	defer s.Close()
+	if u, want := s.ShardURL(3), "s3://"+bucket+"/"+prefix+"/shard-000003.tar"; u != want {
+		t.Errorf("ShardURL(3) = %q, want %q", u, want)
+	}
 }
