@@ -99,6 +99,9 @@ type Agent struct {
 	// retries counts the retries of every store the agent opens (its
 	// datasets' policy is Options.Retry hooked by it).
 	retries retry.Counts
+
+	// tarseq records the readers of tar sequences (tarseq.go).
+	tarseq tarSeqJobs
 }
 
 // New returns an Agent.

@@ -35,7 +35,8 @@ type conn struct {
 	nextBatch int64
 	version   int
 
-	feed feedConn // feed batches (feed.go)
+	feed   feedConn   // feed batches (feed.go)
+	tarseq tarSeqConn // tar sequences (tarseq.go)
 }
 
 // leased is a batch whose locations the client has not released yet.
@@ -205,6 +206,9 @@ func (c *conn) handle(ctx context.Context, f agentapi.Frame) (any, []byte, error
 		}
 		return c.a.jobMetrics(ctx, h.job, req.Rank), nil, nil
 	default:
+		if out, body, ok, err := c.tarSeqHandle(ctx, op, f); ok {
+			return out, body, err
+		}
 		return nil, nil, badRequestf("unknown op %q", op)
 	}
 }
@@ -585,6 +589,7 @@ func (c *conn) releaseAll() {
 		releaseLocs(b.locs)
 	}
 	c.feedEndAll()
+	c.tarSeqEndAll()
 	for _, h := range handles {
 		c.a.releaseJob(h.job)
 		c.a.releaseDataset(h.ds)

@@ -335,11 +335,25 @@ class WebDataset(_Pipeline, _Base):
     batch size the epoch's partition is made for (MosaicML's batch_size).
     Other keyword arguments go to sluice.StreamingDataset (for example
     agent_dir, predownload, num_canonical_nodes, shuffle_algo).
+
+    index=False streams the tars without an index, in WebDataset's own
+    sequential way (docs/format/wds.md, "no-index mode"): shards split by
+    rank then by DataLoader worker, read whole, samples in archive order,
+    the shard list shuffled per epoch by (shuffle_seed, epoch) with
+    shardshuffle. Every sample comes once per epoch, but ranks get whole
+    shards (unequal counts), there is no dataset[i] nor num_samples, and
+    state_dict() resumes exactly only on the same ranks x workers
+    (another shape raises InvalidArgumentError). Keyword arguments then:
+    agent_dir, timeout, download_retry, download_timeout, fetch_size.
     """
 
     def __init__(self, urls, shardshuffle=None, shuffle_seed=None, cache_dir=None, cache_size=None,
                  resampled=False, batch_size=None, handler=None, nodesplitter=None, workersplitter=None,
-                 empty_check=True, detshuffle=False, seed=None, **kw):
+                 empty_check=True, detshuffle=False, seed=None, index=True, **kw):
+        if not index:
+            self._init_sequence(urls, shardshuffle, shuffle_seed if shuffle_seed is not None else seed,
+                                cache_dir, cache_size, resampled, batch_size, kw)
+            return
         kw.setdefault("shuffle_seed", 9176 if shuffle_seed is None else int(shuffle_seed))
         if seed is not None and shuffle_seed is None:
             kw["shuffle_seed"] = int(seed)
@@ -349,6 +363,18 @@ class WebDataset(_Pipeline, _Base):
                                shuffle=bool(shardshuffle), batch_size=batch_size or 1, **kw)
         if empty_check and self._src.num_samples == 0:
             raise ValueError("WebDataset: %r holds no samples" % (urls,))
+
+    def _init_sequence(self, urls, shardshuffle, seed, cache_dir, cache_size, resampled, batch_size, kw):
+        from ._wdsseq import TarSequence
+
+        allowed = {"agent_dir", "timeout", "download_retry", "download_timeout", "fetch_size"}
+        bad = sorted(set(kw) - allowed)
+        if bad:
+            raise TypeError("WebDataset(index=False) does not take %s (it takes %s)" % (", ".join(bad), ", ".join(sorted(allowed))))
+        self.urls = urls
+        self.resampled = bool(resampled)
+        self._src = TarSequence(_spec(urls), local=cache_dir, cache_limit=cache_size, shuffle=bool(shardshuffle),
+                                shuffle_seed=9176 if seed is None else int(seed), batch_size=batch_size, **kw)
 
     def _source(self):
         if self.resampled:
@@ -388,7 +414,7 @@ class WebDataset(_Pipeline, _Base):
         wandb.log; see sluice.StreamingDataset.metrics."""
         return self._src.metrics()
 
-    def state_dict(self, num_samples, from_beginning):
+    def state_dict(self, num_samples, from_beginning=False):
         """MosaicML's state dict after num_samples raw samples (all ranks),
         for load_state_dict; see sluice.StreamingDataset.state_dict."""
         return self._src.state_dict(num_samples, from_beginning)
