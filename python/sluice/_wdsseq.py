@@ -38,16 +38,18 @@ class TarSequence:
         self._resume = None
         self._token = None
         self._conn = None
+        self._ends = []  # iterations abandoned by their generator, to end
         self._opened = self._open()  # fails early on a bad URL
 
     def __getstate__(self):
         d = dict(self.__dict__)
         d["_conn"] = None
+        d["_ends"] = []
         return d
 
     def _open(self):
         c = self._conn
-        if c is not None and c[0] == os.getpid():
+        if c is not None and c[0] == os.getpid() and c[1].sock is not None:
             return c[2]
         conn = _agent.Connection(self._agent_dir, timeout=self._timeout)
         req = {"op": "tarseq_open", "job": self._job, "remote": self.remote, "shuffle": self.shuffle,
@@ -62,7 +64,15 @@ class TarSequence:
             req["download_timeout"] = float(self._download_timeout)
         opened = conn.call(req, "tarseq_open", timeout=max(self._timeout, 120.0))
         self._conn = (os.getpid(), conn, opened)
+        self._ends = []
         return opened
+
+    def _flush_ends(self, conn):
+        # A generator closed by the garbage collector may run in the middle
+        # of another request on this connection: it only notes its
+        # iteration, ended here, between requests.
+        while self._ends:
+            conn.call({"op": "tarseq_end", "iter": self._ends.pop()})
 
     @property
     def num_shards(self):
@@ -86,16 +96,20 @@ class TarSequence:
                     % (states[0].get("ranks", 0) if states else 0, len(states), ranks, workers))
             begin["resume"] = states[world["worker"]]
             begin["resume_token"] = self._token
+        self._flush_ends(conn)
         begun = conn.call(begin, "tarseq_begin", timeout=max(self._timeout, 120.0))
         if world["num_workers"] <= 1:
             self._resume = None  # this process resumed; the next epoch starts afresh
         return self._samples(conn, begun["iter"], decoders)
 
     def _samples(self, conn, it, decoders):
+        pid = os.getpid()
         try:
             while True:
+                self._flush_ends(conn)
                 reply, body = conn.roundtrip({"op": "tarseq_next", "iter": it, "max": self._fetch}, "tarseq_batch")
                 if reply.get("done"):
+                    conn.call({"op": "tarseq_end", "iter": it})
                     return
                 off = 0
                 lengths, shards = reply["lengths"], reply["shards"]
@@ -104,12 +118,10 @@ class TarSequence:
                 for n, sh in zip(lengths, shards):
                     yield decoders[sh](body, off, n)
                     off += n
-        finally:
-            if conn.sock is not None:
-                try:
-                    conn.call({"op": "tarseq_end", "iter": it})
-                except errors.SluiceError:
-                    pass
+        except BaseException:
+            if os.getpid() == pid and self._conn is not None and self._conn[1] is conn:
+                self._ends.append(it)
+            raise
 
     def state_dict(self, num_samples, from_beginning=False):
         """The resume state after num_samples samples of the current epoch,
@@ -122,6 +134,7 @@ class TarSequence:
         world = _world.detect()
         opened = self._open()
         per_rank = int(num_samples) // max(world["world_size"], 1)
+        self._flush_ends(self._conn[1])
         reply = self._conn[1].call({"op": "tarseq_state", "handle": opened["handle"], "rank": world["rank"],
                                     "ranks": world["world_size"], "batch_size": int(self.batch_size or 1),
                                     "num_samples": per_rank}, "tarseq_state")

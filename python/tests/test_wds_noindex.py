@@ -200,6 +200,20 @@ class NoIndexTest(helpers.AgentCase):
             with self.assertRaises(errors.InvalidArgumentError):
                 self.batches(ds, 2)
 
+    def test_truncated_shard(self):
+        bad = os.path.join(self.tmp, "bad")
+        write_tars(bad)
+        path = os.path.join(bad, "shard-000004.tar")
+        with open(path, "rb") as f:
+            data = f.read()
+        with open(path, "wb") as f:
+            f.write(data[: 512 * 3 + 20])  # cut inside the first sample's second member
+        self.new_job()
+        ds = sluice.WebDataset(bad, index=False, timeout=60)
+        with self.assertRaises(errors.CorruptDataError) as cm:
+            list(ds)
+        self.assertIn("shard-000004.tar", str(cm.exception))
+
     def test_plain_loader_workers(self):
         # A plain torch DataLoader (not StreamingDataLoader) works too.
         self.new_job()
