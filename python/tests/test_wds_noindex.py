@@ -224,5 +224,66 @@ class NoIndexTest(helpers.AgentCase):
         self.assertEqual(sorted(keys), self.keys)
 
 
+@unittest.skipIf(torch is None, "needs torch")
+class NoIndexS3Test(helpers.AgentCase):
+    """From the real S3 server (.ci/with-services.sh), through the agent's
+    cache under a limit smaller than the data."""
+
+    def setUp(self):
+        import subprocess
+
+        from test_wds_dist import s3_env
+
+        warnings.filterwarnings("ignore", message="This DataLoader will create")
+        bucket, env = s3_env(self)
+        env = dict(env, SLUICE_JOB=uuid.uuid4().hex)
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+
+        def restore():
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+        self.addCleanup(restore)
+        src = os.path.join(self.tmp, "src-" + uuid.uuid4().hex)
+        self.keys = write_tars(src)
+        prefix = "s3://%s/wds-noindex-%s" % (bucket, uuid.uuid4().hex)
+        subprocess.run([helpers.binary(), "cp", "--progress", "none", src, prefix], check=True, stdout=subprocess.DEVNULL)
+        self.remote = prefix + "/shard-{000000..%06d}.tar" % (SHARDS - 1)
+        sizes = [os.path.getsize(os.path.join(src, f)) for f in os.listdir(src)]
+        self.limit = 6 * max(sizes)
+        self.assertLess(self.limit, sum(sizes))
+        self.cache = os.path.join(self.tmp, "cache-" + uuid.uuid4().hex)
+
+    def test_exactly_once_under_limit(self):
+        for ranks, workers in ((1, 2), (2, 0)):
+            with self.subTest(ranks=ranks, workers=workers):
+                ds = sluice.WebDataset(self.remote, shardshuffle=True, cache_dir=self.cache, cache_size=self.limit,
+                                       index=False, timeout=60)
+                for ep in range(2):
+                    got = []
+                    for r in range(ranks):
+                        with _Rank(r, ranks):
+                            loader = DataLoader(ds.to_tuple("__key__", "cls", "__url__"), batch_size=BATCH,
+                                                num_workers=workers)
+                            for keys, cls, urls in loader:
+                                for k, c, u in zip(keys, cls, urls):
+                                    self.assertEqual(k, "s%06d" % int(c))
+                                    self.assertTrue(u.startswith("s3://") and u.endswith(".tar"), u)
+                                got.extend(keys)
+                    self.assertEqual(sorted(got), self.keys, "epoch %d" % ep)
+        used = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(self.cache) for f in fs)
+        self.assertLessEqual(used, self.limit + (1 << 20))
+        # The shards came through the cache, and the limit made it fetch
+        # some again in later epochs.
+        from sluice import _agent
+
+        stats = _agent.Connection(timeout=30).call({"op": "stats"}, "stats")
+        self.assertGreater(stats["downloads"], SHARDS, stats)
+
+
 if __name__ == "__main__":
     unittest.main()
