@@ -28,6 +28,10 @@ const (
 	tarSeqMaxBatch = 256
 	// tarSeqMaxBody bounds its body (it may exceed it by one record).
 	tarSeqMaxBody = 8 << 20
+	// tarSeqMaxReaders bounds the readers the agent remembers; the least
+	// recently begun is forgotten first (its job then counts epochs from
+	// 0 again and cannot take a state of its last epoch).
+	tarSeqMaxReaders = 4096
 )
 
 // tarSeqConn is a connection's tar-sequence handles and iterations,
@@ -55,10 +59,12 @@ type tarSeqJobs struct {
 	mu      sync.Mutex
 	readers map[string]*tarSeqReader // by handle key + rank/ranks/worker/workers
 	workers map[string]int           // by handle key + rank: workers of its latest begin
+	clock   int64                    // counts reader look-ups, for forgetting
 }
 
 // tarSeqReader is one reader of one job.
 type tarSeqReader struct {
+	last      int64 // tarSeqJobs.clock at the latest look-up
 	nextEpoch int64
 	used      map[string]bool // resume tokens already applied
 	cur       *tarSeqRun      // the latest epoch begun
@@ -83,12 +89,31 @@ func (j *tarSeqJobs) reader(key string) *tarSeqReader {
 	if j.readers == nil {
 		j.readers = map[string]*tarSeqReader{}
 	}
+	j.clock++
 	r, ok := j.readers[key]
 	if !ok {
+		if len(j.readers) >= tarSeqMaxReaders {
+			j.forgetOldest()
+		}
 		r = &tarSeqReader{used: map[string]bool{}}
 		j.readers[key] = r
 	}
+	r.last = j.clock
 	return r
+}
+
+// forgetOldest drops the least recently used reader; j.mu must be held.
+func (j *tarSeqJobs) forgetOldest() {
+	oldest, at := "", int64(-1)
+	for k, r := range j.readers {
+		if at < 0 || r.last < at {
+			oldest, at = k, r.last
+		}
+	}
+	delete(j.readers, oldest)
+	if len(j.workers) > tarSeqMaxReaders {
+		clear(j.workers) // a hint only: tarseq_state then needs workers
+	}
 }
 
 func readerKey(key string, rank, ranks, worker, workers int) string {

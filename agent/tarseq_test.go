@@ -201,3 +201,23 @@ func TestSplitConsumed(t *testing.T) {
 		t.Fatal("more than delivered: no error")
 	}
 }
+
+func TestTarSeqReadersBounded(t *testing.T) {
+	var j tarSeqJobs
+	j.reader("keep").nextEpoch = 5
+	for i := range tarSeqMaxReaders + 10 {
+		j.reader(fmt.Sprint(i))
+		if i%100 == 0 {
+			j.reader("keep") // recently used: never the oldest
+		}
+	}
+	if len(j.readers) != tarSeqMaxReaders {
+		t.Fatalf("%d readers remembered, want %d", len(j.readers), tarSeqMaxReaders)
+	}
+	if _, ok := j.readers["0"]; ok {
+		t.Fatal("the oldest reader was kept")
+	}
+	if j.reader("keep").nextEpoch != 5 {
+		t.Fatal("a recently used reader was forgotten")
+	}
+}

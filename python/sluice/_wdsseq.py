@@ -75,6 +75,19 @@ class TarSequence:
             conn.call({"op": "tarseq_end", "iter": self._ends.pop()})
 
     @property
+    def num_samples(self):
+        raise TypeError("WebDataset(index=False) does not know its sample count before reading "
+                        "(use the default index=True, or .with_length(n))")
+
+    def __getitem__(self, idx):
+        raise TypeError("WebDataset(index=False) has no random access (use the default index=True)")
+
+    def metrics(self):
+        """No per-rank agent figures in this mode: an empty dict (so
+        StreamingDataLoader.metrics() still gives the loop's own)."""
+        return {}
+
+    @property
     def num_shards(self):
         """Shards in the dataset."""
         return len(self._opened["shard_urls"])

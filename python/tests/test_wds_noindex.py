@@ -214,6 +214,16 @@ class NoIndexTest(helpers.AgentCase):
             list(ds)
         self.assertIn("shard-000004.tar", str(cm.exception))
 
+    def test_no_index_limits(self):
+        ds = self.dataset()
+        with self.assertRaises(TypeError):
+            ds.num_samples
+        with self.assertRaises(TypeError):
+            ds[0]
+        with self.assertRaises(TypeError):
+            sluice.WebDataset(self.data, index=False, predownload=8)
+        self.assertEqual(ds.metrics(), {})
+
     def test_plain_loader_workers(self):
         # A plain torch DataLoader (not StreamingDataLoader) works too.
         self.new_job()
