@@ -132,15 +132,31 @@ func TestWebDatasetGrouping(t *testing.T) {
 
 func TestTruncatedAndAbsurdSizes(t *testing.T) {
 	b := makeTar(t, member{name: "a.jpg", data: strings.Repeat("x", 3000)}, member{name: "b.jpg", data: "y"})
-	for _, cut := range []int{100, 512, 700, 1536 + 512 + 100, len(b) - 1024 - 1} {
+	// Members: a.jpg's header and 3000 data bytes padded to 3584, b.jpg's
+	// header and 1 byte padded to 4608, then the two end blocks. A prefix
+	// that stops at the end of a member's padding (or inside no block at
+	// all after the last one) is a valid archive without its end blocks,
+	// which tar readers accept; every other cut loses bytes and is an
+	// error. A cut inside the padding after a member's data used to end
+	// the archive quietly (archive/tar reads a short padding as the end),
+	// dropping every member after it.
+	valid := map[int]bool{0: true, 3584: true, 4608: true, 5120: true, len(b): true}
+	for cut := 1; cut < len(b); cut++ {
 		_, err := scanAll(t, b[:cut])
-		if err == nil {
-			// A cut exactly at a member boundary leaves a valid prefix
-			// without the end blocks, which tar readers accept.
+		if valid[cut] {
+			if err != nil {
+				t.Errorf("cut at %d (a member boundary): %v", cut, err)
+			}
 			continue
 		}
 		if !errors.Is(err, format.ErrCorrupt) {
-			t.Errorf("cut at %d: %v, want a corrupt-archive error", cut, err)
+			t.Fatalf("cut at %d: %v, want a corrupt-archive error", cut, err)
+		}
+		if cut > 3512 && cut < 3584 {
+			wantCorrupt(t, err, int64(cut), "a.jpg", "padding", "truncated")
+		}
+		if cut > 4097 && cut < 4608 {
+			wantCorrupt(t, err, int64(cut), "b.jpg", "padding", "truncated")
 		}
 	}
 	// A header claiming 2^60 bytes (base-256 size field): rejected before

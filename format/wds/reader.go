@@ -70,9 +70,10 @@ type Reader struct {
 	pending *member
 	sample  Sample
 	spans   []FieldSpan
-	start   int64 // byte offset of the current sample's first header
-	end     int64 // byte offset just past the current sample's last member (padded)
-	next    int64 // byte offset where the header of the member after the last one read starts
+	start   int64  // byte offset of the current sample's first header
+	end     int64  // byte offset just past the current sample's last member (padded)
+	next    int64  // byte offset where the header of the member after the last one read starts
+	last    string // name of the last member archive/tar read, for errors
 	err     error
 	eof     bool
 }
@@ -145,6 +146,18 @@ func (r *Reader) readMember() (*member, error) {
 		before := r.next
 		h, err := r.tr.Next()
 		if err == io.EOF {
+			if ioErr := r.cr.ioError(); ioErr != nil {
+				return nil, ioErr
+			}
+			if r.cr.n < r.next {
+				// archive/tar ends quietly when the padding after a
+				// member's data is cut short; Python's tarfile and GNU tar
+				// call that a truncated archive, and members after the cut
+				// would be lost without a word.
+				return nil, &CorruptError{Member: r.last, Offset: r.cr.n, Reason: fmt.Sprintf(
+					"archive ends %d bytes into the padding that runs to offset %d (truncated)", 512-(r.next-r.cr.n), r.next),
+					Err: io.ErrUnexpectedEOF}
+			}
 			return nil, io.EOF
 		}
 		if err != nil {
@@ -153,6 +166,7 @@ func (r *Reader) readMember() (*member, error) {
 			}
 			return nil, &CorruptError{Offset: before, Reason: "bad tar header", Err: err}
 		}
+		r.last = h.Name
 		switch h.Typeflag {
 		case tar.TypeLink, tar.TypeSymlink, tar.TypeChar, tar.TypeBlock, tar.TypeDir, tar.TypeFifo:
 			r.next = r.cr.n // header-only types carry no data
