@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -341,39 +340,7 @@ func (c *Cache) addUsage(delta int64) error {
 // size) while its writer holds its lock; one whose writer is gone is
 // deleted. Call under the directory lock.
 func (c *Cache) recount() (int64, error) {
-	var total int64
-	err := filepath.WalkDir(c.dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if d.IsDir() {
-			if path != c.dir && d.Name() == metaDir && filepath.Dir(path) == c.dir {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		if strings.HasSuffix(path, partSuffix) {
-			stale, err := removeIfStale(path)
-			if err != nil || stale {
-				return err
-			}
-		}
-		fi, err := d.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		total += fi.Size()
-		return nil
-	})
+	total, err := sumDir(c.dir, true)
 	if err != nil {
 		return 0, fmt.Errorf("cache %s: recount: %w", c.dir, err)
 	}

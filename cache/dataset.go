@@ -252,16 +252,21 @@ func defaultBackoff(i int) time.Duration {
 // disk. Files someone holds locked are left alone. Call under the
 // directory lock.
 func (d *Dataset) reconcile() error {
+	dir, err := os.Open(d.dir)
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	defer dir.Close()
 	for _, sh := range d.src.Shards {
 		for _, f := range sh.Files {
-			rawOK, err := d.checkSize(f.Raw, f.RawBytes)
+			rawOK, err := d.checkSize(dir, f.Raw, f.RawBytes)
 			if err != nil {
 				return err
 			}
 			if f.Zip == "" {
 				continue
 			}
-			zipOK, err := d.checkSize(f.Zip, f.ZipBytes)
+			zipOK, err := d.checkSize(dir, f.Zip, f.ZipBytes)
 			if err != nil {
 				return err
 			}
@@ -276,20 +281,20 @@ func (d *Dataset) reconcile() error {
 }
 
 // checkSize reports whether rel exists with the declared size, deleting it
-// (when unlocked) if its size is wrong.
-func (d *Dataset) checkSize(rel string, want int64) (bool, error) {
-	p := d.path(rel)
-	fi, err := os.Stat(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
+// (when unlocked) if its size is wrong. dir is the dataset's directory,
+// open.
+func (d *Dataset) checkSize(dir *os.File, rel string, want int64) (bool, error) {
+	size, ok, err := statAt(dir, d.dir, filepath.FromSlash(rel), true)
 	if err != nil {
 		return false, fmt.Errorf("cache: %w", err)
 	}
-	if fi.Size() == want {
+	if !ok {
+		return false, nil
+	}
+	if size == want {
 		return true, nil
 	}
-	_, err = removeUnlocked(p)
+	_, err = removeUnlocked(d.path(rel))
 	return false, err
 }
 

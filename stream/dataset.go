@@ -308,8 +308,19 @@ func (d *Dataset) openStream(ctx context.Context, o *Options, s Stream) (*stream
 			return err
 		},
 	}
+	// The shards' cache records in one array and their files in another
+	// (two allocations, not one per shard).
+	nfiles := 0
 	for i := range idx.Shards {
-		src.Shards = append(src.Shards, st.cacheShard(&idx.Shards[i]))
+		nfiles++
+		if idx.Shards[i].RawMeta != nil {
+			nfiles++
+		}
+	}
+	src.Shards = make([]cache.Shard, len(idx.Shards))
+	files := make([]cache.File, 0, nfiles)
+	for i := range idx.Shards {
+		src.Shards[i], files = st.cacheShard(&idx.Shards[i], files)
 	}
 	st.cds, err = d.cache.Add(ctx, src)
 	if err != nil {
@@ -472,8 +483,10 @@ func parseIndex(name string, b []byte) (*format.Index, error) {
 	return idx, nil
 }
 
-// cacheShard describes a shard's files to the cache.
-func (st *streamState) cacheShard(si *format.ShardInfo) cache.Shard {
+// cacheShard describes a shard's files to the cache, appending them to
+// files (the shard's Files are that slice's new tail, without spare
+// capacity) and returning the longer slice.
+func (st *streamState) cacheShard(si *format.ShardInfo, files []cache.File) (cache.Shard, []cache.File) {
 	file := func(raw format.FileInfo, zip *format.FileInfo) cache.File {
 		f := cache.File{Raw: raw.Basename, RawBytes: raw.Bytes}
 		check := raw
@@ -503,11 +516,12 @@ func (st *streamState) cacheShard(si *format.ShardInfo) cache.Shard {
 		}
 		return f
 	}
-	sh := cache.Shard{Files: []cache.File{file(si.RawData, si.ZipData)}}
+	start := len(files)
+	files = append(files, file(si.RawData, si.ZipData))
 	if si.RawMeta != nil {
-		sh.Files = append(sh.Files, file(*si.RawMeta, si.ZipMeta))
+		files = append(files, file(*si.RawMeta, si.ZipMeta))
 	}
-	return sh
+	return cache.Shard{Files: files[start:len(files):len(files)]}, files
 }
 
 // Close releases the dataset's buckets and, unless it was shared, its
