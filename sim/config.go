@@ -148,6 +148,9 @@ type Config struct {
 	// onEvict, when set (tests), is called before each eviction with the
 	// node and the victim.
 	onEvict func(nd *node, victim int)
+	// onPrefetch, when set (tests), is called before each prefetch with
+	// the node, the consumer, the position in its order and the shard.
+	onPrefetch func(nd *node, consumer int, at int64, shard int)
 }
 
 func (c *Config) validate() error {

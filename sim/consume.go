@@ -17,17 +17,11 @@ func (nd *node) step(s int, t float64) float64 {
 	for nd.stepRun < len(nd.runs) && nd.runs[nd.stepRun].Start+nd.runs[nd.stepRun].Len <= lo {
 		nd.stepRun++
 	}
-	nd.progress(lo, t)
+	nd.progress(s, lo, t)
 
-	R := nd.c.Shape.RanksPerNode
-	per := max((hi-lo)/int64(R), 1)
 	nd.chains = nd.chains[:0]
-	for r := range R {
-		from := lo + int64(r)*per
-		to := from + per
-		if r == R-1 {
-			to = hi
-		}
+	for r := range nd.c.Shape.RanksPerNode {
+		from, to := nd.part(s, r)
 		if from >= hi {
 			break
 		}
@@ -37,14 +31,10 @@ func (nd *node) step(s int, t float64) float64 {
 		}
 		nd.chains = append(nd.chains, chain{run: i, from: from, to: to, t: t, first: r == 0})
 	}
-	outAt := math.Inf(1)
 	for {
 		c := nd.nextChain()
 		if c == nil {
 			break
-		}
-		if !nd.out && c.t >= outAt {
-			nd.firstOut(outAt)
 		}
 		nd.advance(c.t)
 		run := nd.runs[c.run]
@@ -69,9 +59,6 @@ func (nd *node) step(s int, t float64) float64 {
 			nd.flush()
 		}
 		c.t = math.Max(c.t, nd.doneAt[sh])
-		if !nd.out {
-			outAt = math.Min(outAt, c.t)
-		}
 		nd.clock++
 		nd.lastUse[sh] = nd.clock
 		// The consumer holds a lease on the shard it reads; the last
@@ -91,9 +78,6 @@ func (nd *node) step(s int, t float64) float64 {
 	ready := t
 	for _, c := range nd.chains {
 		ready = math.Max(ready, c.t)
-	}
-	if !nd.out {
-		nd.firstOut(math.Min(outAt, ready))
 	}
 	nd.advance(ready)
 	// DataLoader worker s%W decodes the batch once its shards are there.
@@ -124,12 +108,4 @@ func (nd *node) nextChain() *chain {
 		}
 	}
 	return best
-}
-
-// firstOut marks the node's first sample delivered at t: the prefetchers
-// now fetch within their whole budget.
-func (nd *node) firstOut(t float64) {
-	nd.advance(t)
-	nd.out = true
-	nd.pump(t)
 }

@@ -1,9 +1,12 @@
 // Package sim plays a training run's input pipeline on a virtual clock,
 // for `sluice simulate`: the real planner's per-node order (plan), the
 // real eviction policy (cache's policy.go) and the real prefetch order
-// (stream/prefetch), over a model of the store (per-request latency, a
-// FIFO link per node), the consumers (each rank reads its part of a step
-// in order) and the training step. It reports time to first batch, the
+// (stream/prefetch: one Walk per consumer, a DataLoader worker's iterator
+// or with RankIterator a rank's, each over its own order with its own
+// window, budget and fetch slots, a node's walks sharing its cache, link
+// and eviction), over a model of the store (per-request latency, a FIFO
+// link per node), the consumers (each rank reads its part of a step in
+// order) and the training step. It reports time to first batch, the
 // stalled steps and their wait, throughput, bytes and requests to the
 // store, peak cache use and evictions, per node and for the run, and
 // searches the smallest cache limit that adds no stall. What it models,

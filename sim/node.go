@@ -21,8 +21,9 @@ const (
 // are seconds since the run began. The decisions are the real code's: the
 // eviction choice, its limits and the refusal of prefetches are package
 // cache's policy (cache.CompareCandidates, cache.MayEvict, cache.Refusals);
-// the prefetch order, window and budget are package prefetch's Walk, which
-// stream.Iterator runs. What the node adds is the clock, the store link and
+// the prefetch order, window and budget are package prefetch's Walk, one
+// per consumer over its own order as stream.Iterator runs it (consumer).
+// What the node adds is the clock, the store link and
 // the bookkeeping the real code keeps in files and goroutines.
 type node struct {
 	c     *Config
@@ -30,7 +31,6 @@ type node struct {
 	bw    float64 // bytes/s, 0 = unlimited
 	lat   float64
 	limit int64
-	conc  int // concurrent prefetches of the node (consumers × per consumer)
 
 	// per shard
 	state   []uint8
@@ -38,6 +38,7 @@ type node struct {
 	lastUse []int64 // clock at the last use (the cache's LRU clock)
 	leased  []int32 // step lease count
 	demand  []bool  // in-flight fetch is a demand fetch
+	owner   []int32 // in-flight prefetch: its consumer (-1: none)
 	use     []int64 // a candidate's next use at or after pos (-1: none)
 
 	vic victims // eviction candidates in the policy's order
@@ -50,30 +51,30 @@ type node struct {
 	usage, peak int64
 	// gen counts changes that can make room (completions, releases), as
 	// the cache's signals; refusals remembers the last refused prefetch.
-	gen         int64
-	refusals    cache.Refusals
-	linkFree    float64
-	events      eventHeap
-	prefetching int
+	gen      int64
+	refusals cache.Refusals
+	linkFree float64
+	events   eventHeap
 	// pending holds the fetches started but not yet on the link (flush).
 	pending []pend
 
 	// the epoch being played
 	sc       *plan.Schedule
 	runs     []plan.ShardRun
-	nextSame []int32        // per run: the next run of its shard (-1: none)
-	walk     *prefetch.Walk // the node's consumers' prefetch walk over node order
-	hint     int            // run of the walk's last ShardAt
-	useRun   int            // first run whose shard's next use may be behind pos
-	hzRun    int            // first run beyond the look-ahead horizon
+	nextSame []int32 // per run: the next run of its shard (-1: none)
+	cons     []consumer
+	wake     []int32 // consumers whose fetch slot freed, to pump
+	waitOut  int     // consumers whose first sample is not out
+	perRank  int     // consumers per rank
+	partRun  []int32 // per step and rank: the run of the part's start
+	useRun   int     // first run whose shard's next use may be behind pos
+	hzRun    int     // first run beyond the look-ahead horizon
 	pos      int64
 	horizon  int64
-	budget   int
-	out      bool  // first batch delivered
+	budget   int   // one consumer's prefetch budget
 	stepRun  int   // first run overlapping the current step
 	cur      []int // shards leased by the current step
 	chains   []chain
-	firstPos []int64
 
 	// figures
 	bytes, requests, downloads, evictions int64
@@ -115,13 +116,12 @@ func newNode(c *Config, id int) *node {
 	n := len(c.Dataset.Shards)
 	nd := &node{
 		c: c, id: id, bw: c.bandwidth(c.Shape.Nodes), lat: c.Store.Latency.Seconds(), limit: c.CacheLimit,
-		conc:  c.concurrency() * c.consumers(),
 		state: make([]uint8, n), doneAt: make([]float64, n), lastUse: make([]int64, n),
 		leased: make([]int32, n), demand: make([]bool, n), use: make([]int64, n),
+		owner:      make([]int32, n),
 		vic:        newVictims(n),
 		workerFree: make([]float64, c.Shape.WorkersPerRank),
 	}
-	nd.walk = prefetch.New(int64(c.predownload()) * int64(c.consumers()))
 	nd.horizon = int64(max(2*c.predownload(), 1024)) * int64(c.consumers())
 	nd.budget = prefetchBudget(c, c.consumers())
 	// The index is fetched first and stays in the cache.
@@ -148,28 +148,28 @@ func (nd *node) transferEnd(t float64, b int64) float64 {
 	return end
 }
 
-// prefetchBudget is stream's per-consumer budget (prefetch.Budget) times
-// the consumers: the shards the node's prefetchers may hold ahead.
+// prefetchBudget is stream's per-consumer budget (prefetch.Budget): the
+// shards one consumer's prefetcher may hold ahead of it.
 func prefetchBudget(c *Config, consumers int) int {
 	var foot int64
 	for _, s := range c.Dataset.Shards {
 		foot = max(foot, s.Footprint)
 	}
-	per := prefetch.Budget(c.CacheLimit, c.Dataset.IndexBytes, foot, consumers)
-	if per == math.MaxInt {
-		return per
-	}
-	return per * max(consumers, 1)
+	return prefetch.Budget(c.CacheLimit, c.Dataset.IndexBytes, foot, consumers)
 }
 
 // beginEpoch installs the epoch's schedule.
-func (nd *node) beginEpoch(sc *plan.Schedule, firstPos []int64) {
+func (nd *node) beginEpoch(sc *plan.Schedule) {
 	nd.sc = sc
 	nd.runs = sc.Runs()
 	nd.nextSame = nextSame(nd.runs, len(nd.state), nd.nextSame)
-	nd.walk.Reset()
-	nd.hint, nd.useRun, nd.hzRun, nd.pos, nd.out, nd.stepRun = 0, 0, 0, 0, false, 0
-	nd.firstPos = firstPos
+	nd.useRun, nd.hzRun, nd.pos, nd.stepRun = 0, 0, 0, 0
+	// The last epoch's prefetches in flight belong to its iterators.
+	for i := range nd.owner {
+		nd.owner[i] = -1
+	}
+	nd.wake = nd.wake[:0]
+	nd.newConsumers()
 	for i := range nd.workerFree {
 		nd.workerFree[i] = 0
 	}
@@ -268,7 +268,18 @@ func (nd *node) advance(t float64) {
 	for nd.flush(); len(nd.events) > 0 && nd.events[0].at <= t; nd.flush() {
 		ev := heap.Pop(&nd.events).(event)
 		nd.complete(ev.shard)
-		nd.pump(ev.at)
+		nd.pumpWoken(ev.at)
+	}
+	nd.pumpWoken(t)
+}
+
+// pumpWoken pumps the consumers a completion concerned (a freed fetch
+// slot, the first sample out) at t.
+func (nd *node) pumpWoken(t float64) {
+	for len(nd.wake) > 0 {
+		ci := nd.wake[len(nd.wake)-1]
+		nd.wake = nd.wake[:len(nd.wake)-1]
+		nd.pump(int(ci), t)
 	}
 }
 
@@ -276,10 +287,23 @@ func (nd *node) complete(shard int) {
 	sh := &nd.c.Dataset.Shards[shard]
 	nd.state[shard] = present
 	nd.usage += sh.CachedBytes - sh.Footprint
-	if !nd.demand[shard] {
-		nd.prefetching--
+	if o := nd.owner[shard]; o >= 0 {
+		nd.cons[o].prefetching--
+		nd.owner[shard] = -1
+		nd.wake = append(nd.wake, o)
 	}
 	nd.demand[shard] = false
+	// A consumer whose first sample's shard this is has its first sample
+	// out (a DataLoader worker reads its first batch at once).
+	if nd.waitOut > 0 {
+		for i := range nd.cons {
+			if cs := &nd.cons[i]; !cs.out && cs.firstShard == shard {
+				cs.out = true
+				nd.waitOut--
+				nd.wake = append(nd.wake, int32(i))
+			}
+		}
+	}
 	nd.gen++
 	nd.offer(shard)
 }
@@ -290,9 +314,7 @@ func (nd *node) fetch(shard int, t float64, demand bool) {
 	sh := &nd.c.Dataset.Shards[shard]
 	nd.state[shard] = inFlight
 	nd.demand[shard] = demand
-	if !demand {
-		nd.prefetching++
-	}
+	nd.owner[shard] = -1
 	nd.usage += sh.Footprint
 	nd.peak = max(nd.peak, nd.usage)
 	nd.doneAt[shard] = math.Inf(1)
@@ -398,68 +420,30 @@ func (nd *node) evict(shard int) {
 	nd.evictions++
 }
 
-// ShardAt implements prefetch.Plan over the node's runs.
-func (nd *node) ShardAt(p int64) (int, int64, bool) {
-	runs := nd.runs
-	in := func(i int) bool { return i < len(runs) && runs[i].Start <= p && p < runs[i].Start+runs[i].Len }
-	i := nd.hint
-	if !in(i) {
-		if in(i + 1) {
-			i++
-		} else {
-			i = sort.Search(len(runs), func(k int) bool { return runs[k].Start+runs[k].Len > p })
+// progress moves the consumers to step s, beginning at node position pos,
+// at t: those that consumed a part since move on, their walks synced and
+// run again (every walk at the epoch's first step).
+func (nd *node) progress(s int, pos int64, t float64) {
+	nd.pos = pos
+	nd.moved()
+	sync := func(i int) {
+		cs := &nd.cons[i]
+		if cs.moveTo(s) || s == 0 {
+			cs.walk.Sync(cs.pos)
+			nd.pump(i, t)
 		}
 	}
-	nd.hint = i
-	if i >= len(runs) {
-		return 0, p + 1, false
-	}
-	if r := runs[i]; r.Start > p {
-		return 0, r.Start, false
-	}
-	return runs[i].Shard, runs[i].Start + runs[i].Len, true
-}
-
-// Present implements prefetch.Plan.
-func (nd *node) Present(shard int) bool { return nd.state[shard] != absent }
-
-// Stop implements prefetch.Plan: every prefetch slot of the node is busy.
-func (nd *node) Stop() bool { return nd.prefetching >= nd.conc }
-
-// pump runs the prefetchers at t: the prefetch walk names the shards to
-// fetch within the window ahead of the consumers, while the concurrency
-// and the cache budget allow; a fetch the cache refuses stops the walk
-// until the consumers move on.
-func (nd *node) pump(t float64) {
-	if nd.sc == nil || nd.walk.Refused() {
+	if s == 0 {
+		for i := range nd.cons {
+			sync(i)
+		}
 		return
 	}
-	budget := nd.budget
-	if !nd.out {
-		// Until its first sample is out a consumer fetches only one
-		// shard (its first sample's).
-		budget = prefetch.FirstBudget(budget) * len(nd.firstPos)
+	// Only the consumers of the last step moved: rank r's worker
+	// (s-1) mod W, or every rank's iterator.
+	for i := (s - 1) % nd.perRank; i < len(nd.cons); i += nd.perRank {
+		sync(i)
 	}
-	for {
-		at, sh, ok := nd.walk.Next(nd, nd.pos, nd.sc.Len(), budget)
-		if !ok {
-			return
-		}
-		if !nd.reserve(nd.c.Dataset.Shards[sh].Footprint, max(at-nd.pos, 0), false) {
-			nd.walk.Refuse(at)
-			return
-		}
-		nd.fetch(sh, t, false)
-		nd.walk.Fetched(at)
-	}
-}
-
-// progress moves the consumers to position pos at t (a step begins).
-func (nd *node) progress(pos int64, t float64) {
-	nd.pos = pos
-	nd.walk.Sync(pos)
-	nd.moved()
-	nd.pump(t)
 }
 
 // demandFetch fetches an absent shard the consumer needs now, waiting

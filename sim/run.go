@@ -224,7 +224,7 @@ func schedules(ep *plan.Epoch, c *Config, nodes []*node) error {
 				errs[i] = fmt.Errorf("sim: node %d: %w", nd.id, err)
 				return
 			}
-			nd.beginEpoch(sc, firstPositions(sc, c))
+			nd.beginEpoch(sc)
 		}()
 	}
 	wg.Wait()
@@ -234,25 +234,4 @@ func schedules(ep *plan.Epoch, c *Config, nodes []*node) error {
 		}
 	}
 	return nil
-}
-
-// firstPositions returns the node-order position of each consumer's first
-// sample: rank r's part of step 0 for one iterator per rank, rank r's part
-// of step w for worker w's iterator.
-func firstPositions(sc *plan.Schedule, c *Config) []int64 {
-	R, W := c.Shape.RanksPerNode, c.Shape.WorkersPerRank
-	if c.RankIterator {
-		W = 1
-	}
-	var out []int64
-	for w := range min(W, sc.Steps()) {
-		lo, hi := sc.StepStart(w), sc.StepStart(w+1)
-		per := (hi - lo) / int64(R)
-		for r := range R {
-			if p := lo + int64(r)*per; p < hi {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
 }

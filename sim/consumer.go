@@ -1,0 +1,224 @@
+package sim
+
+import (
+	"sort"
+
+	"github.com/sluicedata/sluice/stream/prefetch"
+)
+
+// consumer is one iterator of a node as the real code runs it: a
+// DataLoader worker's stream iterator (the agent, the Python client) or a
+// rank's (`sluice stream`, Config.RankIterator). It has its own sample
+// order, the subsequence of the node's order it reads, and its own
+// prefetcher: a prefetch.Walk over that order with its own window, budget,
+// fetch slots and first-sample budget, as stream.Iterator.prefetch. Every
+// consumer of a node shares the node's cache, link and eviction.
+//
+// Its order is its rank's part of every stride-th step from step first
+// (a worker reads the batches of steps w, w+W, ...; a rank iterator every
+// step), the padding dropped as in the node's order. Positions of the
+// consumer (local) are indexes into that order.
+type consumer struct {
+	nd          *node
+	walk        prefetch.Walk
+	rank        int
+	first       int     // the consumer's first step
+	stride      int     // steps between two of its parts
+	locals      []int32 // per part: its first local position
+	n           int64   // the consumer's length
+	seg         int     // the first part not consumed yet
+	hint        int     // ShardAt's part
+	runHint     int     // ShardAt's node run
+	pos         int64   // the next local position to read
+	prefetching int     // prefetches in flight
+	out         bool    // first sample delivered
+	firstShard  int     // shard of its first sample (-1: none)
+}
+
+// part returns rank r's part [from, to) of step s in node positions, as
+// the consumers of a step read it (step).
+func (nd *node) part(s, r int) (from, to int64) {
+	lo, hi := nd.sc.StepStart(s), nd.sc.StepStart(s+1)
+	R := nd.c.Shape.RanksPerNode
+	per := max((hi-lo)/int64(R), 1)
+	from = lo + int64(r)*per
+	to = from + per
+	if r == R-1 {
+		to = hi
+	}
+	if from >= hi {
+		return hi, hi
+	}
+	return from, min(to, hi)
+}
+
+// newConsumers makes the node's consumers for the epoch (reusing their
+// buffers): R × W workers, or R rank iterators.
+func (nd *node) newConsumers() {
+	c := nd.c
+	R, W := c.Shape.RanksPerNode, c.Shape.WorkersPerRank
+	per, stride := W, W
+	if c.RankIterator {
+		per, stride = 1, 1
+	}
+	nd.perRank = per
+	if len(nd.cons) != R*per {
+		nd.cons = make([]consumer, R*per)
+		window := int64(c.predownload())
+		for i := range nd.cons {
+			nd.cons[i].walk = *prefetch.New(window)
+		}
+	}
+	steps := nd.sc.Steps()
+	nd.waitOut = 0
+	// The node run of each part's first position (parts ascend).
+	nd.partRun = nd.partRun[:0]
+	k := 0
+	for s := range steps {
+		for r := range R {
+			from, _ := nd.part(s, r)
+			for k < len(nd.runs) && nd.runs[k].Start+nd.runs[k].Len <= from {
+				k++
+			}
+			nd.partRun = append(nd.partRun, int32(k))
+		}
+	}
+	for i := range nd.cons {
+		cs := &nd.cons[i]
+		cs.nd, cs.rank, cs.first, cs.stride = nd, i/per, i%per, stride
+		cs.walk.Reset()
+		cs.locals = cs.locals[:0]
+		cs.seg, cs.hint, cs.runHint, cs.pos, cs.prefetching, cs.out, cs.firstShard = 0, 0, 0, 0, 0, false, -1
+		var n int64
+		for s := cs.first; s < steps; s += stride {
+			from, to := nd.part(s, cs.rank)
+			cs.locals = append(cs.locals, int32(n))
+			if cs.firstShard < 0 && to > from {
+				cs.firstShard = nd.sc.ShardAt(from)
+			}
+			n += to - from
+		}
+		cs.n = n
+		if cs.firstShard < 0 || nd.state[cs.firstShard] == present {
+			cs.out = true
+		} else {
+			nd.waitOut++
+		}
+	}
+}
+
+// segment returns the part holding local position p (len(locals) if none).
+func (cs *consumer) segment(p int64) int {
+	l := cs.locals
+	i := cs.hint
+	in := func(k int) bool {
+		return k < len(l) && int64(l[k]) <= p && (k+1 == len(l) || p < int64(l[k+1]))
+	}
+	if !in(i) {
+		if in(i + 1) {
+			i++
+		} else {
+			i = sort.Search(len(l), func(k int) bool { return int64(l[k]) > p }) - 1
+			if i < 0 {
+				i = len(l)
+			}
+		}
+	}
+	cs.hint = i
+	return i
+}
+
+// nodePos returns the node position of local position p.
+func (cs *consumer) nodePos(p int64) int64 {
+	i := cs.segment(p)
+	if i >= len(cs.locals) {
+		return cs.nd.sc.Len()
+	}
+	from, _ := cs.nd.part(cs.first+i*cs.stride, cs.rank)
+	return from + p - int64(cs.locals[i])
+}
+
+// ShardAt implements prefetch.Plan over the consumer's order.
+func (cs *consumer) ShardAt(p int64) (int, int64, bool) {
+	i := cs.segment(p)
+	if p >= cs.n || i >= len(cs.locals) {
+		return 0, p + 1, false
+	}
+	from, to := cs.nd.part(cs.first+i*cs.stride, cs.rank)
+	np := from + p - int64(cs.locals[i])
+	runs := cs.nd.runs
+	in := func(k int) bool { return k < len(runs) && runs[k].Start <= np && np < runs[k].Start+runs[k].Len }
+	k := cs.runHint
+	if !in(k) {
+		if in(k + 1) {
+			k++
+		} else if k = int(cs.nd.partRun[(cs.first+i*cs.stride)*cs.nd.c.Shape.RanksPerNode+cs.rank]); !in(k) {
+			k = sort.Search(len(runs), func(k int) bool { return runs[k].Start+runs[k].Len > np })
+		}
+	}
+	cs.runHint = k
+	if k >= len(runs) {
+		return 0, p + 1, false
+	}
+	end := min(runs[k].Start+runs[k].Len, to)
+	return runs[k].Shard, p + end - np, true
+}
+
+// Present implements prefetch.Plan.
+func (cs *consumer) Present(shard int) bool { return cs.nd.state[shard] != absent }
+
+// Stop implements prefetch.Plan: every fetch slot of the consumer is busy.
+func (cs *consumer) Stop() bool { return cs.prefetching >= cs.nd.c.concurrency() }
+
+// moveTo moves the consumer to the node's step s: the parts of the steps
+// before s are consumed. It reports whether its position changed.
+func (cs *consumer) moveTo(s int) bool {
+	// The parts k with first + k × stride < s are consumed.
+	k := 0
+	if s > cs.first {
+		k = min((s-cs.first+cs.stride-1)/cs.stride, len(cs.locals))
+	}
+	moved := k > cs.seg
+	cs.seg = max(cs.seg, k)
+	if cs.seg < len(cs.locals) {
+		cs.pos = int64(cs.locals[cs.seg])
+	} else {
+		cs.pos = cs.n
+	}
+	return moved
+}
+
+// pump runs the consumer's prefetcher at t: its walk names the shards to
+// fetch within its window ahead of it, while its fetch slots and budget
+// allow; a fetch the cache refuses stops the walk until the consumer
+// moves on.
+func (nd *node) pump(ci int, t float64) {
+	cs := &nd.cons[ci]
+	if cs.walk.Refused() {
+		return
+	}
+	budget := nd.budget
+	if !cs.out {
+		// Until its first sample is out a consumer fetches only one
+		// shard (its first sample's).
+		budget = prefetch.FirstBudget(budget)
+	}
+	for {
+		at, sh, ok := cs.walk.Next(cs, cs.pos, cs.n, budget)
+		if !ok {
+			return
+		}
+		dist := max(cs.nodePos(at)-nd.pos, 0)
+		if !nd.reserve(nd.c.Dataset.Shards[sh].Footprint, dist, false) {
+			cs.walk.Refuse(at)
+			return
+		}
+		if nd.c.onPrefetch != nil {
+			nd.c.onPrefetch(nd, ci, at, sh)
+		}
+		nd.fetch(sh, t, false)
+		nd.owner[sh] = int32(ci)
+		cs.prefetching++
+		cs.walk.Fetched(at)
+	}
+}

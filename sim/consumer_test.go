@@ -1,0 +1,131 @@
+package sim
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicedata/sluice/plan"
+)
+
+// consumerConfig is one node of 2 ranks × 3 workers over 30 shards of 6
+// samples, shuffled, behind a slow link.
+func consumerConfig(limit int64) *Config {
+	sizes := make([]int64, 30)
+	for i := range sizes {
+		sizes[i] = 6
+	}
+	seed := int64(11)
+	return &Config{
+		Dataset:     UniformDataset(sizes, 100, 1000),
+		Plan:        plan.Options{BatchSize: 4, Shuffle: true, ShuffleAlgo: plan.AlgoPy1s, ShuffleSeed: &seed},
+		Shape:       plan.Shape{Nodes: 1, RanksPerNode: 2, WorkersPerRank: 3},
+		Store:       Store{Latency: 200 * time.Millisecond, BandwidthPerNode: 20_000},
+		StepTime:    Fixed(50 * time.Millisecond),
+		Predownload: 9,
+		CacheLimit:  limit,
+	}
+}
+
+// workerShards returns, per worker (rank r, worker w at r×W+w), the shard
+// of each sample it reads in the planner's own order (plan.Epoch.Worker,
+// padding dropped).
+func workerShards(t *testing.T, c *Config) [][]int {
+	t.Helper()
+	sizes := make([]int64, len(c.Dataset.Shards))
+	for i, s := range c.Dataset.Shards {
+		sizes[i] = s.Samples
+	}
+	opts := c.Plan
+	p, err := plan.New([]plan.Stream{{ShardSizes: sizes}}, &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := p.NewTracker().Begin(c.Shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := p.Epoch(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]int
+	for r := range c.Shape.RanksPerNode {
+		for w := range c.Shape.WorkersPerRank {
+			ids, err := ep.Worker(0, r, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sh []int
+			for _, id := range ids {
+				if id >= 0 {
+					sh = append(sh, int(id/6))
+				}
+			}
+			out = append(out, sh)
+		}
+	}
+	return out
+}
+
+// Every DataLoader worker has its own prefetcher, as the agent runs one
+// stream iterator per worker: before its first sample is out each fetches
+// one shard, its first sample's unless that one is on its way; every prefetch is a shard
+// of the worker's own order (the planner's), met within its own window,
+// with no more than its own fetch slots in flight and its own budget
+// ahead, under a cache that evicts.
+func TestPerConsumerPrefetch(t *testing.T) {
+	c := consumerConfig(0)
+	want := workerShards(t, c)
+	var first []int
+	before := make([]int, len(want))
+	c.onPrefetch = func(nd *node, ci int, at int64, shard int) {
+		if !nd.cons[ci].out {
+			first = append(first, shard)
+			if before[ci]++; before[ci] > 1 {
+				t.Errorf("consumer %d prefetched %d shards before its first sample", ci, before[ci])
+			}
+		}
+	}
+	if _, err := Run(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	var wantFirst []int
+	for _, sh := range want {
+		if !slices.Contains(wantFirst, sh[0]) {
+			wantFirst = append(wantFirst, sh[0])
+		}
+	}
+	// A worker whose first shard another is already fetching moves on
+	// to its next shard (it is on its way: prefetch.Plan's Present).
+	for _, sh := range wantFirst {
+		if !slices.Contains(first, sh) {
+			t.Errorf("prefetched before the first samples %v, not every worker's first shard %v", first, wantFirst)
+		}
+	}
+
+	c = consumerConfig(1000 + 24*600)
+	var n int
+	c.onPrefetch = func(nd *node, ci int, at int64, shard int) {
+		n++
+		cs := &nd.cons[ci]
+		if got := want[ci][at]; got != shard {
+			t.Fatalf("consumer %d prefetched shard %d at %d, its order has shard %d", ci, shard, at, got)
+		}
+		if at < cs.pos || at >= cs.pos+cs.walk.Window {
+			t.Fatalf("consumer %d prefetched at %d, outside its window [%d, %d)", ci, at, cs.pos, cs.pos+cs.walk.Window)
+		}
+		if cs.prefetching >= c.concurrency() || cs.walk.Ahead() >= nd.budget {
+			t.Fatalf("consumer %d: %d in flight, %d ahead (slots %d, budget %d)", ci, cs.prefetching, cs.walk.Ahead(), c.concurrency(), nd.budget)
+		}
+	}
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 || r.Nodes[0].Evictions == 0 {
+		t.Fatalf("%d prefetches, %d evictions: the case does not exercise the walks under evictions", n, r.Nodes[0].Evictions)
+	}
+	t.Logf("%d prefetches, %d evictions, budget %d", n, r.Nodes[0].Evictions, prefetchBudget(c, c.consumers()))
+}
