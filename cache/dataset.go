@@ -733,11 +733,16 @@ func (d *Dataset) pin(ctx context.Context, shard int, fl *flight) {
 	}
 	fl.sealed = true
 	st := &d.st[shard]
-	if st.refs == 0 && f != nil && fl.waiters > 0 {
-		st.f, f = f, nil
-		st.early = false
-	}
-	if st.refs > 0 && fl.waiters > 0 {
+	if fl.waiters > 0 && (st.refs > 0 || f != nil) {
+		if st.refs == 0 {
+			// The waiters' leases hold the file just opened. (This once
+			// kept the file without counting the waiters' leases: they
+			// looked again and leased it anew, and its shared lock stayed
+			// until the garbage collector closed it, so a restart's size
+			// check could not remove the shard.)
+			st.f, f = f, nil
+			st.early = false
+		}
 		st.refs += fl.waiters
 		fl.pinned += fl.waiters
 		fl.waiters = 0
