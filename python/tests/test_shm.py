@@ -15,6 +15,7 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import unittest
@@ -340,6 +341,12 @@ class ShmTest(helpers.AgentCase):
         (or the agent first), and checks that nothing is left: no new name
         in /dev/shm, and the agent (when alive) holds no memory file."""
         before = helpers.shm_names()
+        # The trial's own agent: the memory files counted below are then the
+        # dead client's alone. (The class's agent also serves this process,
+        # whose earlier tests' loaders may still hold live slots, and after
+        # an agent restart their feed threads reconnect and take new ones.)
+        agent_dir = tempfile.mkdtemp(prefix="agent-", dir=self.tmp)
+        env = dict(os.environ, SLUICE_AGENT_DIR=agent_dir)
         script = textwrap.dedent("""
             import os, sys
             sys.path.insert(0, %r)
@@ -357,22 +364,22 @@ class ShmTest(helpers.AgentCase):
                     if n == 5:
                         print("ready", flush=True)
         """) % (os.path.dirname(sluice.__path__[0]), feed, self.data, 4 if feed == "threads" else 2)
-        p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         try:
             line = p.stdout.readline()
             self.assertEqual(line.strip(), b"ready", p.stderr.read(2000) if not line else line)
-            pid = helpers.agent_pid(self.agent_dir)
+            pid = helpers.agent_pid(agent_dir)
             self.assertIsNotNone(pid)
             self.assertGreater(agent_memfds(pid), 0, "the agent holds no slot: the feed did not run")
             if kill_agent:
                 os.kill(pid, signal.SIGKILL)
                 deadline = time.monotonic() + 20
-                while helpers.agent_pid(self.agent_dir) == pid and time.monotonic() < deadline:
+                while helpers.agent_pid(agent_dir) == pid and time.monotonic() < deadline:
                     time.sleep(0.05)
                 time.sleep(0.3)
             os.kill(p.pid, signal.SIGKILL)
             p.wait(timeout=30)
-            pid = helpers.agent_pid(self.agent_dir)
+            pid = helpers.agent_pid(agent_dir)
             if pid is not None:
                 deadline = time.monotonic() + 20
                 while agent_memfds(pid) and time.monotonic() < deadline:
@@ -384,6 +391,7 @@ class ShmTest(helpers.AgentCase):
                 p.wait(timeout=30)
             p.stdout.close()
             p.stderr.close()
+            helpers.stop_agent(agent_dir)
         self.assertEqual(helpers.shm_names() - before, set())
 
     def test_no_residue_after_sigkill_of_training(self):
