@@ -1,0 +1,184 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/sluicedata/sluice/storage"
+)
+
+// flight is one in-progress fetch shared by every caller in the process.
+type flight struct {
+	done   chan struct{}
+	err    error
+	demand bool // started by Acquire (may wait for space), not Prefetch
+	// ready is closed when the shard's raw files are complete and
+	// verified under their temporary paths (set before), while they are
+	// still being synced and renamed. It is never closed when the fetch
+	// writes only some of the files or fails before.
+	ready chan struct{}
+	paths []string
+	// handedOff is set (under Cache.mu) once the leases of this flight
+	// hold the shared lock of the renamed file: no early lease after that.
+	handedOff bool
+
+	// The fields below, guarded by Cache.mu, pin the shard for the callers
+	// waiting for this flight (see Dataset.pin), so that none of them can
+	// lose it to an eviction between the end of the fetch and its lease.
+	//
+	// waiters counts callers waiting for the flight that have not leased
+	// the shard yet; pinned counts leases (refs) the flight took on their
+	// behalf, each one claimed or given back by one waiter. sealed is set
+	// once the flight has pinned: later callers lease directly (from hold
+	// when nobody else holds the shard). hold is the shard's first raw
+	// file with a shared lock, kept by the flight until it ends.
+	waiters, pinned int
+	sealed          bool
+	hold            *os.File
+}
+
+// pin ends flight fl's work on shard, which it has just made complete (or
+// found complete): it opens the shard with a shared lock and takes a lease
+// on behalf of every caller waiting for fl, so that nothing (in this
+// process or another) can evict the shard before they have it. Callers
+// that come later lease it directly (see await). The flight calls pin
+// while it still holds the shard's fetch lock where it has it, so no other
+// process can evict the shard in between either. A shard that is gone (a
+// flight that waited for another process's fetch can find it evicted
+// already) pins nothing: its waiters look again.
+func (d *Dataset) pin(ctx context.Context, shard int, fl *flight) {
+	if fl == nil {
+		return
+	}
+	c := d.c
+	c.mu.Lock()
+	sealed := fl.sealed
+	c.mu.Unlock()
+	if sealed {
+		return
+	}
+	if h := c.beforePin; h != nil {
+		h(shard)
+	}
+	// Never waits: with the fetch lock held nobody holds the file
+	// exclusively; otherwise the waiters look again (and wait) themselves.
+	f, err := d.openLeased(ctx, shard, false)
+	if err != nil {
+		f = nil // the waiters look again and meet the error themselves
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if fl.sealed {
+		if f != nil {
+			f.Close()
+		}
+		return
+	}
+	fl.sealed = true
+	st := &d.st[shard]
+	if fl.waiters > 0 && (st.refs > 0 || f != nil) {
+		if st.refs == 0 {
+			// The waiters' leases hold the file just opened. (This once
+			// kept the file without counting the waiters' leases: they
+			// looked again and leased it anew, and its shared lock stayed
+			// until the garbage collector closed it, so a restart's size
+			// check could not remove the shard.)
+			st.f, f = f, nil
+			st.early = false
+		}
+		st.refs += fl.waiters
+		fl.pinned += fl.waiters
+		fl.waiters = 0
+	}
+	fl.hold = f
+}
+
+// Prefetch fetches shard in the background if it is not local, without
+// leasing it. distance is how many samples ahead of its consumer the shard
+// is needed; the fetch evicts only shards needed later than that, and
+// fails with ErrNoSpace instead of waiting when there is no such room.
+// The returned channel is closed when the fetch ends; the error, if any,
+// is then available from the returned func.
+func (d *Dataset) Prefetch(shard int, distance int64) (done <-chan struct{}, err func() error) {
+	return d.prefetch(shard, distance, nil)
+}
+
+// prefetch is Prefetch; the fetch downloads through via (nil: the
+// Source's Bucket).
+func (d *Dataset) prefetch(shard int, distance int64, via storage.Bucket) (done <-chan struct{}, err func() error) {
+	if shard < 0 || shard >= len(d.st) {
+		ch := make(chan struct{})
+		close(ch)
+		e := fmt.Errorf("cache %s: shard %d out of range [0, %d)", d.dir, shard, len(d.st))
+		return ch, func() error { return e }
+	}
+	fl := d.start(shard, max(distance, 1), false, via)
+	return fl.done, func() error { return fl.err }
+}
+
+// Present reports whether shard's raw files are all in the directory. It
+// is a snapshot: another process may evict the shard right after.
+func (d *Dataset) Present(shard int) bool {
+	for _, f := range d.src.Shards[shard].Files {
+		fi, err := os.Stat(d.path(f.Raw))
+		if err != nil || fi.Size() != f.RawBytes {
+			return false
+		}
+	}
+	return true
+}
+
+// start joins the shard's in-process flight or starts one, downloading
+// through via (nil: the Source's Bucket).
+func (d *Dataset) start(shard int, distance int64, demand bool, via storage.Bucket) *flight {
+	c := d.c
+	c.mu.Lock()
+	st := &d.st[shard]
+	if st.flight != nil {
+		fl := st.flight
+		c.mu.Unlock()
+		return fl
+	}
+	fl := &flight{done: make(chan struct{}), demand: demand, ready: make(chan struct{})}
+	if c.closed {
+		fl.err = ErrClosed
+		close(fl.done)
+		c.mu.Unlock()
+		return fl
+	}
+	st.flight = fl
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		ctx := c.bg
+		if via != nil {
+			ctx = context.WithValue(ctx, viaKey{}, via)
+		}
+		err := d.fetch(ctx, shard, distance, demand, fl, func(paths []string) {
+			c.mu.Lock()
+			fl.paths = paths
+			close(fl.ready)
+			c.mu.Unlock()
+		})
+		if err == nil {
+			d.pin(c.bg, shard, fl) // when fetch returned before its own pin
+		}
+		c.mu.Lock()
+		d.st[shard].flight = nil
+		d.st[shard].early = false
+		fl.err = err
+		if fl.hold != nil {
+			fl.hold.Close() // before done: a lease's Release then frees the shard
+			fl.hold = nil
+		}
+		close(fl.done)
+		c.mu.Unlock()
+		if h := c.afterFlight; h != nil {
+			h(shard)
+		}
+		c.signal()
+	}()
+	return fl
+}

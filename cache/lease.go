@@ -1,0 +1,374 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/sluicedata/sluice/storage"
+)
+
+// Lease keeps a shard's files in the cache until Release. Its methods are
+// safe for concurrent use; Release must be called exactly once.
+type Lease struct {
+	d     *Dataset
+	shard int
+	hit   bool
+	done  bool
+	fl    *flight // the fetch whose temporary files the lease reads, if any
+}
+
+// Hit reports whether the shard was already local when the lease was
+// requested (no fetch was waited for).
+func (l *Lease) Hit() bool { return l.hit }
+
+// Shard returns the leased shard's ID.
+func (l *Lease) Shard() int { return l.shard }
+
+// Path returns the absolute path of the raw form of the shard's i-th file.
+// The file exists there, complete, from Committed until Release.
+func (l *Lease) Path(i int) string { return l.d.path(l.d.src.Shards[l.shard].Files[i].Raw) }
+
+// ReadPath returns where the shard's i-th raw file can be read now: Path,
+// or, for a lease granted while the fetch is still syncing and renaming
+// the complete files, their temporary path. Open it at once: when opening
+// it fails with fs.ErrNotExist, the file has been renamed meanwhile (the
+// same complete bytes are at Path; Committed waits for that).
+func (l *Lease) ReadPath(i int) string {
+	if l.fl != nil {
+		c := l.d.c
+		c.mu.Lock()
+		early := l.d.st[l.shard].early && l.d.st[l.shard].flight == l.fl
+		c.mu.Unlock()
+		if early {
+			return l.fl.paths[i]
+		}
+	}
+	return l.Path(i)
+}
+
+// Committed waits until the shard's files are in place under Path (they
+// are, at once, for a lease not granted early) and returns the error
+// that prevented it, if any: the lease's bytes stay readable through
+// files opened before, but the shard is then not in the cache.
+func (l *Lease) Committed(ctx context.Context) error {
+	if l.fl == nil {
+		return nil
+	}
+	select {
+	case <-l.fl.done:
+		return l.fl.err
+	case <-ctx.Done():
+		return fmt.Errorf("cache: waiting for %s to be committed: %w", l.d.where(l.d.src.Shards[l.shard].Files[0].Raw), ctx.Err())
+	}
+}
+
+// File returns the first raw file, open read-only. It stays open until the
+// last lease on the shard in this process is released; callers must not
+// close it.
+func (l *Lease) File() *os.File {
+	l.d.c.mu.Lock()
+	defer l.d.c.mu.Unlock()
+	return l.d.st[l.shard].f
+}
+
+// Release gives the lease back. Calls after the first are no-ops.
+func (l *Lease) Release() {
+	c := l.d.c
+	c.mu.Lock()
+	if l.done {
+		c.mu.Unlock()
+		return
+	}
+	l.done = true
+	st := &l.d.st[l.shard]
+	st.refs--
+	var f *os.File
+	if st.refs == 0 {
+		f, st.f = st.f, nil
+		st.early = false
+	}
+	c.mu.Unlock()
+	if f != nil {
+		f.Close() // drops the shared flock
+		c.signal()
+	}
+}
+
+// Acquire returns a lease on shard, fetching it first if it is not local.
+// It waits for another goroutine's or process's fetch of the same shard
+// rather than downloading it again, and for cache space when every
+// candidate for eviction is in use, up to Options.WaitTimeout.
+func (d *Dataset) Acquire(ctx context.Context, shard int) (*Lease, error) {
+	l, err := d.AcquireEarly(ctx, shard)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.Committed(ctx); err != nil {
+		l.Release()
+		return nil, err
+	}
+	return l, nil
+}
+
+// AcquireEarly is Acquire for a consumer that reads the shard's files
+// through Lease.ReadPath or Lease.File: when it waits for a fetch, it
+// returns as soon as every byte of the shard is written and verified in
+// the fetch's temporary files, while they are still being synced and
+// renamed into place (Lease.Committed waits for that). No reader ever sees
+// a partial file, and a crash before the rename still leaves only
+// temporary files, which a restart discards.
+func (d *Dataset) AcquireEarly(ctx context.Context, shard int) (*Lease, error) {
+	return d.acquireEarly(ctx, shard, nil)
+}
+
+// acquireEarly is AcquireEarly; a fetch it starts downloads through via
+// (nil: the Source's Bucket).
+func (d *Dataset) acquireEarly(ctx context.Context, shard int, via storage.Bucket) (*Lease, error) {
+	if shard < 0 || shard >= len(d.st) {
+		return nil, fmt.Errorf("cache %s: shard %d out of range [0, %d)", d.dir, shard, len(d.st))
+	}
+	c := d.c
+	start := time.Now()
+	missed := false
+	defer func() {
+		if missed {
+			w := time.Since(start).Nanoseconds()
+			c.stats.waitNanos.Add(w)
+			d.stats.waitNanos.Add(w)
+		}
+	}()
+	for attempt := 0; ; attempt++ {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		st := &d.st[shard]
+		if st.refs > 0 {
+			l := d.leaseLocked(shard, !missed)
+			c.mu.Unlock()
+			d.count(missed)
+			return l, nil
+		}
+		fl := st.flight
+		c.mu.Unlock()
+		if fl != nil {
+			missed = true
+			l, err := d.await(ctx, shard, fl)
+			if l != nil || err != nil {
+				return l, err
+			}
+			continue // a failed prefetch: fetch on demand next
+		}
+		f, err := d.openLeased(ctx, shard, true)
+		if err != nil {
+			return nil, err
+		}
+		if f != nil {
+			c.mu.Lock()
+			st := &d.st[shard]
+			if st.refs > 0 {
+				f.Close()
+			} else {
+				st.f = f
+			}
+			st.refs++
+			c.clock++
+			st.lastUse = c.clock
+			c.mu.Unlock()
+			d.count(missed)
+			return &Lease{d: d, shard: shard, hit: !missed}, nil
+		}
+		if attempt >= 8 {
+			return nil, fmt.Errorf("cache: %s was evicted %d times before it could be leased; the cache limit is too low for this access pattern", d.where(d.src.Shards[shard].Files[0].Raw), attempt)
+		}
+		missed = true
+		fl = d.start(shard, 0, true, via)
+		if l, err := d.await(ctx, shard, fl); l != nil || err != nil {
+			return l, err
+		}
+	}
+}
+
+// await waits for flight fl of shard. It returns an early lease when the
+// flight's files become readable first (see AcquireEarly), the lease the
+// flight pinned for this caller once the shard is complete, the flight's
+// error when it was a demand fetch, and nil, nil when the caller should
+// look again (the flight had ended, a prefetch failed, or the shard was
+// gone when the flight ended: another process evicted it).
+func (d *Dataset) await(ctx context.Context, shard int, fl *flight) (*Lease, error) {
+	c := d.c
+	c.mu.Lock()
+	st := &d.st[shard]
+	switch {
+	case st.flight != fl:
+		c.mu.Unlock()
+		return nil, nil // ended meanwhile
+	case fl.sealed:
+		// The flight has pinned the shard already: lease it directly.
+		if st.refs == 0 && fl.hold != nil {
+			st.f, fl.hold = fl.hold, nil
+		}
+		if st.refs > 0 {
+			l := d.leaseLocked(shard, false)
+			c.mu.Unlock()
+			d.count(true)
+			return l, nil
+		}
+		// Nothing to pin (the shard was gone): look again once it ends.
+		c.mu.Unlock()
+		select {
+		case <-fl.done:
+			return d.result(fl)
+		case <-ctx.Done():
+			return nil, d.waitErr(shard, ctx)
+		}
+	}
+	fl.waiters++
+	c.mu.Unlock()
+	select {
+	case <-fl.done:
+	case <-fl.ready:
+		l, err := d.leaseEarly(shard, fl)
+		if l != nil {
+			d.count(true)
+			return l, nil
+		}
+		if err != nil {
+			d.unwait(shard, fl)
+			return nil, err
+		}
+		// Handed off or ended meanwhile: the flight pins the shard.
+		select {
+		case <-fl.done:
+		case <-ctx.Done():
+			d.unwait(shard, fl)
+			return nil, d.waitErr(shard, ctx)
+		}
+	case <-ctx.Done():
+		d.unwait(shard, fl)
+		return nil, d.waitErr(shard, ctx)
+	}
+	c.mu.Lock()
+	if fl.pinned > 0 {
+		fl.pinned--
+		c.clock++
+		d.st[shard].lastUse = c.clock
+		c.mu.Unlock()
+		d.count(true)
+		return &Lease{d: d, shard: shard}, nil
+	}
+	fl.waiters-- // not pinned: the flight failed or found no shard
+	c.mu.Unlock()
+	return d.result(fl)
+}
+
+// result is what await returns for an ended flight that pinned nothing.
+func (d *Dataset) result(fl *flight) (*Lease, error) {
+	if fl.err != nil && fl.demand {
+		return nil, fl.err
+	}
+	return nil, nil
+}
+
+func (d *Dataset) waitErr(shard int, ctx context.Context) error {
+	return fmt.Errorf("cache: waiting for %s: %w", d.where(d.src.Shards[shard].Files[0].Raw), ctx.Err())
+}
+
+// unwait withdraws a waiter of flight fl that gives up: it gives back the
+// lease the flight pinned for it, if any.
+func (d *Dataset) unwait(shard int, fl *flight) {
+	c := d.c
+	c.mu.Lock()
+	if fl.pinned == 0 {
+		fl.waiters--
+		c.mu.Unlock()
+		return
+	}
+	fl.pinned--
+	st := &d.st[shard]
+	st.refs--
+	var f *os.File
+	if st.refs == 0 {
+		f, st.f = st.f, nil
+		st.early = false
+	}
+	c.mu.Unlock()
+	if f != nil {
+		f.Close()
+		c.signal()
+	}
+}
+
+// leaseLocked adds a lease on shard, which is leased already (refs > 0).
+// Call under Cache.mu.
+func (d *Dataset) leaseLocked(shard int, hit bool) *Lease {
+	c := d.c
+	st := &d.st[shard]
+	st.refs++
+	c.clock++
+	st.lastUse = c.clock
+	l := &Lease{d: d, shard: shard, hit: hit}
+	if st.early {
+		l.fl = st.flight
+	}
+	return l
+}
+
+// leaseEarly leases shard on the complete temporary files of flight fl,
+// which is syncing and renaming them. It returns nil when the flight has
+// ended (or renamed the first file) meanwhile: the caller then leases the
+// files in place. The flight keeps the shard from eviction until it hands
+// the leases a shared lock on the renamed file.
+func (d *Dataset) leaseEarly(shard int, fl *flight) (*Lease, error) {
+	f, err := os.Open(fl.paths[0])
+	if errors.Is(err, fs.ErrNotExist) {
+		// Renamed meanwhile: until the hand-off, the flight still keeps
+		// it from eviction under its final name.
+		f, err = os.Open(d.path(d.src.Shards[shard].Files[0].Raw))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cache: open %s: %w", fl.paths[0], err)
+	}
+	c := d.c
+	c.mu.Lock()
+	st := &d.st[shard]
+	if st.flight != fl || fl.handedOff || fl.sealed || c.closed {
+		c.mu.Unlock()
+		f.Close()
+		return nil, nil
+	}
+	fl.waiters--
+	if st.refs > 0 {
+		f.Close()
+	} else {
+		st.f = f
+		st.early = true
+	}
+	st.refs++
+	c.clock++
+	st.lastUse = c.clock
+	l := &Lease{d: d, shard: shard, hit: false}
+	if st.early {
+		l.fl = fl
+	}
+	c.mu.Unlock()
+	return l, nil
+}
+
+func (d *Dataset) count(missed bool) {
+	if missed {
+		d.c.stats.misses.Add(1)
+		d.stats.misses.Add(1)
+	} else {
+		d.c.stats.hits.Add(1)
+		d.stats.hits.Add(1)
+	}
+}
