@@ -103,6 +103,44 @@ func startAgentShards(t testing.TB, n int, sizeLimit int64, opts *Options) *harn
 	return h
 }
 
+// serveAgentWith serves an agent with opts on a socket in a temp dir,
+// stopped at the end of the test, and returns a dialer whose clients are
+// closed then too.
+func serveAgentWith(t testing.TB, opts *Options) func() *agentapi.Client {
+	t.Helper()
+	a, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	lock, err := AcquireLock(filepath.Join(dir, "agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := lock.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		lock.Release()
+	})
+	return func() *agentapi.Client {
+		c, err := agentapi.Dial(context.Background(), SocketPath(filepath.Join(dir, "agent")), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+}
+
 func (h *harness) dial() *agentapi.Client {
 	h.t.Helper()
 	c, err := agentapi.Dial(context.Background(), h.sock, nil)

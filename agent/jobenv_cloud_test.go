@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/sluicedata/sluice/agentapi"
+	"github.com/sluicedata/sluice/internal/s3test"
 	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/storage/azstore"
 	"github.com/sluicedata/sluice/storage/gcsstore"
@@ -23,56 +24,21 @@ import (
 // (no store settings of the jobs), and returns a dialer.
 func serveAgent(t *testing.T, reg *storage.Registry) func() *agentapi.Client {
 	t.Helper()
-	a, err := New(&Options{Registry: reg, IdleTimeout: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	adir := t.TempDir()
-	lock, err := AcquireLock(filepath.Join(adir, "agent"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := lock.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(sctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		lock.Release()
-	})
-	return func() *agentapi.Client {
-		c, err := agentapi.Dial(context.Background(), SocketPath(filepath.Join(adir, "agent")), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
+	return serveAgentWith(t, &Options{Registry: reg, IdleTimeout: -1})
 }
 
 // uploadDataset writes n samples and uploads them to b; removed at the end.
-func uploadDataset(t *testing.T, b storage.Bucket, n int) {
+func uploadDataset(t *testing.T, b storage.Bucket, n int) []string {
 	t.Helper()
-	ctx := context.Background()
 	src := t.TempDir()
 	writeDataset(t, src, n, 1<<10)
-	ents, _ := os.ReadDir(src)
-	for _, e := range ents {
-		if err := storage.UploadFile(ctx, b, e.Name(), filepath.Join(src, e.Name()), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	names := s3test.UploadDir(t, b, src)
 	t.Cleanup(func() {
-		for _, e := range ents {
-			b.Delete(context.Background(), e.Name())
+		for _, name := range names {
+			b.Delete(context.Background(), name)
 		}
 	})
+	return names
 }
 
 // readAll opens remote as a job with env and reads every sample, or

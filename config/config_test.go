@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicedata/sluice/config"
+	"github.com/sluicedata/sluice/internal/s3test"
 	"github.com/sluicedata/sluice/internal/stores"
 	"github.com/sluicedata/sluice/storage"
 )
@@ -158,21 +159,14 @@ func TestLoadLocal(t *testing.T) {
 
 // TestLoadS3 reads a config from the real S3 server of .ci/services.sh.
 func TestLoadS3(t *testing.T) {
-	endpoint := os.Getenv("SLUICE_TEST_S3_ENDPOINT")
-	if endpoint == "" {
-		if os.Getenv("SLUICE_REQUIRE_SERVICES") == "1" {
-			t.Fatal("SLUICE_TEST_S3_ENDPOINT is not set under CI (.ci/services.sh starts the S3 server)")
-		}
-		t.Skip("SLUICE_TEST_S3_ENDPOINT not set; run under .ci/with-services.sh")
-	}
-	t.Setenv("S3_ENDPOINT_URL", endpoint)
-	t.Setenv("AWS_ACCESS_KEY_ID", os.Getenv("SLUICE_TEST_S3_ACCESS_KEY"))
-	t.Setenv("AWS_SECRET_ACCESS_KEY", os.Getenv("SLUICE_TEST_S3_SECRET_KEY"))
-	t.Setenv("AWS_REGION", os.Getenv("SLUICE_TEST_S3_REGION"))
+	srv := s3test.Require(t)
+	srv.SetCredentialEnv(t)
+	t.Setenv("S3_ENDPOINT_URL", srv.Endpoint)
+	t.Setenv("AWS_REGION", srv.Region)
 	ctx := context.Background()
 	reg := stores.Default()
 	open := func(ctx context.Context, u string) (storage.Bucket, error) { return stores.Open(ctx, reg, u, nil) }
-	dir := fmt.Sprintf("s3://%s/config-test-%d/configs", os.Getenv("SLUICE_TEST_S3_BUCKET"), time.Now().UnixNano())
+	dir := fmt.Sprintf("s3://%s/config-test-%d/configs", srv.Bucket, time.Now().UnixNano())
 	b, err := open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)

@@ -2,25 +2,18 @@ package stream_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/credentials"
-
+	"github.com/sluicedata/sluice/internal/s3test"
 	"github.com/sluicedata/sluice/internal/stores"
 	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/storage/retry"
-	"github.com/sluicedata/sluice/storage/s3store"
 	"github.com/sluicedata/sluice/storage/storagetest"
 	"github.com/sluicedata/sluice/stream"
 )
@@ -40,54 +33,19 @@ type s3Rig struct {
 // (fails under SLUICE_REQUIRE_SERVICES=1).
 func newS3Rig(t *testing.T, n int) *s3Rig {
 	t.Helper()
-	endpoint, bucket := os.Getenv("SLUICE_TEST_S3_ENDPOINT"), os.Getenv("SLUICE_TEST_S3_BUCKET")
-	access, secret := os.Getenv("SLUICE_TEST_S3_ACCESS_KEY"), os.Getenv("SLUICE_TEST_S3_SECRET_KEY")
-	region := os.Getenv("SLUICE_TEST_S3_REGION")
-	if region == "" {
-		region = "us-east-1"
-	}
-	if endpoint == "" || bucket == "" || access == "" || secret == "" {
-		const why = "no S3 server: set SLUICE_TEST_S3_* (or run under .ci/with-services.sh)"
-		if os.Getenv("SLUICE_REQUIRE_SERVICES") == "1" {
-			t.Fatal(why + " — required because SLUICE_REQUIRE_SERVICES=1")
-		}
-		t.Skip(why)
-	}
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	t.Setenv("AWS_ACCESS_KEY_ID", access)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
-	var r [6]byte
-	rand.Read(r[:])
-	prefix := "test/stream-faults-" + hex.EncodeToString(r[:])
-	ctx := context.Background()
-	direct, err := s3store.New(ctx, bucket, prefix, &s3store.Options{Endpoint: endpoint, Region: region,
-		Credentials: credentials.NewStaticCredentialsProvider(access, secret, "")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		var keys []string
-		direct.List(context.Background(), "", func(o storage.ObjectInfo) error { keys = append(keys, o.Key); return nil })
-		for _, k := range keys {
-			direct.Delete(context.Background(), k)
-		}
-		direct.Close()
-	})
+	srv := s3test.Require(t)
+	srv.SetCredentialEnv(t)
+	prefix := s3test.NewPrefix("stream-faults")
+	direct := srv.Open(t, prefix)
 	dir := t.TempDir()
 	writeDataset(t, dir, spec{samples: n, payload: 200, sizeLimit: 2500, compression: "zstd"})
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if err := storage.UploadFile(ctx, direct, e.Name(), filepath.Join(dir, e.Name()), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	proxy, err := storagetest.NewFaultProxy(endpoint)
+	s3test.UploadDir(t, direct, dir)
+	proxy, err := storagetest.NewFaultProxy(srv.Endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(proxy.Close)
-	q := url.Values{"endpoint": {proxy.URL}, "region": {region}}
-	return &s3Rig{proxy: proxy, n: n, remote: "s3://" + bucket + "/" + prefix + "?" + q.Encode()}
+	return &s3Rig{proxy: proxy, n: n, remote: srv.URL(proxy.URL, prefix)}
 }
 
 // retry is the policy under test: real waits, short ones.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicedata/sluice/config"
+	"github.com/sluicedata/sluice/internal/s3test"
 )
 
 func writeConfig(t *testing.T, doc string) string {
@@ -116,23 +117,16 @@ func TestRunPrint(t *testing.T) {
 }
 
 func TestRunFromS3(t *testing.T) {
-	endpoint := os.Getenv("SLUICE_TEST_S3_ENDPOINT")
-	if endpoint == "" {
-		if os.Getenv("SLUICE_REQUIRE_SERVICES") == "1" {
-			t.Fatal("SLUICE_TEST_S3_ENDPOINT is not set under CI")
-		}
-		t.Skip("SLUICE_TEST_S3_ENDPOINT not set; run under .ci/with-services.sh")
-	}
-	t.Setenv("S3_ENDPOINT_URL", endpoint)
-	t.Setenv("AWS_ACCESS_KEY_ID", os.Getenv("SLUICE_TEST_S3_ACCESS_KEY"))
-	t.Setenv("AWS_SECRET_ACCESS_KEY", os.Getenv("SLUICE_TEST_S3_SECRET_KEY"))
-	t.Setenv("AWS_REGION", os.Getenv("SLUICE_TEST_S3_REGION"))
+	srv := s3test.Require(t)
+	srv.SetCredentialEnv(t)
+	t.Setenv("S3_ENDPOINT_URL", srv.Endpoint)
+	t.Setenv("AWS_REGION", srv.Region)
 	src := t.TempDir()
 	doc := "kind: convert\nargs: [in.jsonl, s3://b/out]\nflags:\n  part: 2/4\n"
 	if err := os.WriteFile(filepath.Join(src, "convert.yaml"), []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dst := "s3://" + os.Getenv("SLUICE_TEST_S3_BUCKET") + "/run-test-" + filepath.Base(src)
+	dst := "s3://" + srv.Bucket + "/run-test-" + filepath.Base(src)
 	if out, err := streamRunCLI(t, "cp", src, dst); err != nil {
 		t.Fatalf("cp: %v\n%s", err, out)
 	}

@@ -3,13 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io/fs"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,9 +18,8 @@ import (
 
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/format/mds"
-	"github.com/sluicedata/sluice/internal/stores"
+	"github.com/sluicedata/sluice/internal/s3test"
 	"github.com/sluicedata/sluice/plan"
-	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/storage/storagetest"
 )
 
@@ -157,51 +153,19 @@ func TestStreamSaveStateSurvivesKill(t *testing.T) {
 // requests fail once or more) streams the whole epoch; at 100%
 // it fails naming the URL, operation, attempts and cause.
 func TestStreamCLIThroughS3Faults(t *testing.T) {
-	endpoint, bucket := os.Getenv("SLUICE_TEST_S3_ENDPOINT"), os.Getenv("SLUICE_TEST_S3_BUCKET")
-	if endpoint == "" || bucket == "" {
-		if os.Getenv("SLUICE_REQUIRE_SERVICES") == "1" {
-			t.Fatal("SLUICE_TEST_S3_ENDPOINT is not set under CI")
-		}
-		t.Skip("SLUICE_TEST_S3_ENDPOINT not set; run under .ci/with-services.sh")
-	}
-	region := os.Getenv("SLUICE_TEST_S3_REGION")
-	if region == "" {
-		region = "us-east-1"
-	}
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	t.Setenv("AWS_ACCESS_KEY_ID", os.Getenv("SLUICE_TEST_S3_ACCESS_KEY"))
-	t.Setenv("AWS_SECRET_ACCESS_KEY", os.Getenv("SLUICE_TEST_S3_SECRET_KEY"))
-	var rb [6]byte
-	rand.Read(rb[:])
-	prefix := "test/cli-stream-faults-" + hex.EncodeToString(rb[:])
-	ctx := context.Background()
-	q := url.Values{"endpoint": {endpoint}, "region": {region}}
-	direct, err := stores.Open(ctx, stores.Default(), "s3://"+bucket+"/"+prefix+"?"+q.Encode(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
+	srv := s3test.Require(t)
+	srv.SetCredentialEnv(t)
+	prefix := s3test.NewPrefix("cli-stream-faults")
 	src := t.TempDir()
 	const n = 600
 	writeStreamDataset(t, src, n, "zstd")
-	ents, _ := os.ReadDir(src)
-	for _, e := range ents {
-		if err := storage.UploadFile(ctx, direct, e.Name(), filepath.Join(src, e.Name()), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, e := range ents {
-			direct.Delete(context.Background(), e.Name())
-		}
-	})
-	proxy, err := storagetest.NewFaultProxy(endpoint)
+	s3test.UploadDir(t, srv.Open(t, prefix), src)
+	proxy, err := storagetest.NewFaultProxy(srv.Endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer proxy.Close()
-	q.Set("endpoint", proxy.URL)
-	remote := "s3://" + bucket + "/" + prefix + "?" + q.Encode()
+	remote := srv.URL(proxy.URL, prefix)
 	get := func(r *http.Request) bool { return r.Method == http.MethodGet }
 	rate := func(p float64, seed uint64) func(*http.Request) bool {
 		m := storagetest.Rate(p, seed)
@@ -234,7 +198,7 @@ func TestStreamCLIThroughS3Faults(t *testing.T) {
 	if err == nil {
 		t.Fatal("stream at 100% faults succeeded")
 	}
-	for _, want := range []string{"get", "index.json", "giving up after 3 attempts", "SlowDown", bucket} {
+	for _, want := range []string{"get", "index.json", "giving up after 3 attempts", "SlowDown", srv.Bucket} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
