@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/sluicedata/sluice/agent"
 	"github.com/sluicedata/sluice/agentapi"
+	"github.com/sluicedata/sluice/internal/cputime"
 	"github.com/sluicedata/sluice/metrics"
 )
 
@@ -128,23 +128,14 @@ func benchWarmRead(b *testing.B, scrape time.Duration) {
 	}
 	epoch() // cold: fills the cache
 	n := 0
-	cpu0 := cpuTime()
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		n += epoch()
 	}
 	// CPU time (the process's: agent, client and scraper together) varies
 	// less than wall time with the machine's other load.
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(n), "cpu-ns/sample")
+	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(n), "cpu-ns/sample")
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "samples/s")
-}
-
-// cpuTime returns the process's user plus system CPU time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkAgentScrape measures one scrape of a live agent (snapshot of

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicedata/sluice/internal/cputime"
 	"github.com/sluicedata/sluice/partition"
 )
 
@@ -18,7 +19,7 @@ func label(n int64) string {
 }
 
 func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64(processCPU()-start)/float64(b.N)/1e6, "cpu-ms/op")
+	b.ReportMetric(float64(cputime.Process()-start)/float64(b.N)/1e6, "cpu-ms/op")
 }
 
 // shape64 is 8 nodes × 8 ranks × 8 workers, batch 32, NCN 8.
@@ -32,7 +33,7 @@ func BenchmarkGet(b *testing.B) {
 	for _, n := range benchSizes {
 		b.Run(label(n), func(b *testing.B) {
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := cputime.Process()
 			for b.Loop() {
 				if _, _, err := partition.Get(shape64(n, 0)); err != nil {
 					b.Fatal(err)
@@ -50,7 +51,7 @@ func BenchmarkRank(b *testing.B) {
 	for _, n := range benchSizes {
 		b.Run(label(n), func(b *testing.B) {
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := cputime.Process()
 			var dst []int64
 			for b.Loop() {
 				pt, err := partition.New(shape64(n, 0))
@@ -77,7 +78,7 @@ func BenchmarkRankRelaxed(b *testing.B) {
 			p.NumPhysicalNodes, p.InitialPhysicalNodes = 6, 8
 			// The global batch 6·8·32 = 1536 divides by the initial 8·8 devices.
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := cputime.Process()
 			var dst []int64
 			for b.Loop() {
 				pt, err := partition.New(p)

@@ -3,6 +3,8 @@ package vision
 import (
 	"runtime"
 	"testing"
+
+	"github.com/sluicedata/sluice/internal/cputime"
 )
 
 // benchImages returns 16 ImageNet-like JPEGs (500×375, quality 90).
@@ -32,7 +34,7 @@ func BenchmarkDecode(b *testing.B) {
 			var buf []byte
 			sum := 0
 			n := 0
-			cpu := processCPU()
+			cpu := cputime.Process()
 			for b.Loop() {
 				m, err := Decode(buf, imgs[n%len(imgs)], &c.spec, 0, int64(n))
 				if err != nil {
@@ -45,7 +47,7 @@ func BenchmarkDecode(b *testing.B) {
 			if n != b.N {
 				b.Fatalf("decoded %d of %d", n, b.N)
 			}
-			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N)/1e6, "cpu-ms/img")
+			b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N)/1e6, "cpu-ms/img")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "img/s")
 			_ = sum
 		})
@@ -64,7 +66,7 @@ func BenchmarkDecodeBatch(b *testing.B) {
 	srcs := make([][]byte, batch)
 	ids := make([]int64, batch)
 	dst := make([]byte, batch*d.ImageSize())
-	cpu := processCPU()
+	cpu := cputime.Process()
 	for i := 0; b.Loop(); i++ {
 		for j := range batch {
 			srcs[j] = imgs[(i+j)%len(imgs)]
@@ -74,7 +76,7 @@ func BenchmarkDecodeBatch(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N*batch)/1e6, "cpu-ms/img")
+	b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N*batch)/1e6, "cpu-ms/img")
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "img/s")
 	b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "cores")
 }

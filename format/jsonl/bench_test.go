@@ -5,12 +5,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/format/jsonl"
+	"github.com/sluicedata/sluice/internal/cputime"
 )
 
 // benchSamples returns n samples of about 200 bytes each (text, int,
@@ -28,17 +27,6 @@ func benchSamples(n int) []format.Sample {
 		out[i] = format.Sample{"id": int64(i), "score": r.Float64(), "text": b.String()}
 	}
 	return out
-}
-
-// cpuTime returns the process's user+system CPU time: benchmarks report
-// CPU per sample next to wall time, because the shared machine's load
-// makes wall time alone hard to compare.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 var benchCols = map[string]string{"id": "int", "score": "float", "text": "str"}
@@ -70,7 +58,7 @@ func BenchmarkWrite(b *testing.B) {
 		b.Run(fmt.Sprintf("200B/codec=%s", codec), func(b *testing.B) {
 			b.ReportAllocs()
 			var bytes int64
-			cpu0 := cpuTime()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				dir := benchDir(b)
 				w, err := jsonl.NewWriter(dir, &jsonl.WriterOptions{Columns: benchCols, Compression: codec, SizeLimit: 1 << 22})
@@ -93,7 +81,7 @@ func BenchmarkWrite(b *testing.B) {
 			}
 			b.SetBytes(bytes)
 			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(n*b.N), "cpu-ns/sample")
+			b.ReportMetric(float64(cputime.Process()-cpu0)/float64(n*b.N), "cpu-ns/sample")
 		})
 	}
 }

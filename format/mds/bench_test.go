@@ -4,11 +4,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/internal/cputime"
 )
 
 // benchSample returns a sample of about size bytes: an int id and a
@@ -25,17 +24,6 @@ func benchSample(r *rand.Rand, size int) format.Sample {
 }
 
 var benchCols = map[string]string{"id": "int", "data": "bytes"}
-
-// cpuTime returns the process's user+system CPU time. Benchmarks report
-// CPU per sample next to wall time, because the shared test machine's
-// load makes wall time alone hard to compare.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // benchDir returns a fresh output directory for write benchmarks: under
 // $SLUICE_BENCH_DIR if set, else under /dev/shm when it exists (so the
@@ -89,7 +77,7 @@ func BenchmarkWrite(b *testing.B) {
 			b.SetBytes(int64(c.size))
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu0 := cpuTime()
+			cpu0 := cputime.Process()
 			for i := 0; i < b.N; i++ {
 				if err := w.Write(samples[i%len(samples)]); err != nil {
 					b.Fatal(err)
@@ -100,7 +88,7 @@ func BenchmarkWrite(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "samples/s")
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
@@ -158,7 +146,7 @@ func BenchmarkRead(b *testing.B) {
 				b.SetBytes(int64(c.size))
 				b.ReportAllocs()
 				b.ResetTimer()
-				cpu0 := cpuTime()
+				cpu0 := cputime.Process()
 				k, j := 0, 0
 				s, _ := rd.Shard(0)
 				for i := 0; i < b.N; i++ {
@@ -191,7 +179,7 @@ func BenchmarkRead(b *testing.B) {
 				}
 				b.StopTimer()
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "samples/s")
-				b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+				b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 			})
 		}
 		if rd != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/format/mds"
+	"github.com/sluicedata/sluice/internal/cputime"
 )
 
 // sampleOnly hides WriteRecord, so Run takes the format.Sample path.
@@ -236,12 +237,12 @@ func benchStream(b *testing.B, frame []byte, n int) {
 			}
 			b.SetBytes(int64(len(frame)))
 			b.ResetTimer()
-			cpu := cpuTime()
+			cpu := cputime.Process()
 			if _, err := Run(context.Background(), NewReader(&repeatReader{frame: frame, n: b.N}, names, 0), sink, nil); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "samples/s")
-			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N*n), "cpu-ns/sample")
+			b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N*n), "cpu-ns/sample")
 		})
 	}
 }

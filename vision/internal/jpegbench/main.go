@@ -20,9 +20,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/sluicedata/sluice/internal/cputime"
 	"github.com/sluicedata/sluice/vision"
 	"github.com/sluicedata/sluice/vision/libjpeg"
 )
@@ -36,14 +36,6 @@ type result struct {
 	PixSum    uint64  `json:"pix_sum"`
 	Wall      float64 `json:"wall_s"`
 	CPU       float64 `json:"cpu_s"`
-}
-
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 func main() {
@@ -103,7 +95,7 @@ func run() error {
 	if libjpeg.Available {
 		res.Decoder = "libjpeg"
 	}
-	t0, c0 := time.Now(), cpuSeconds()
+	t0, c0 := time.Now(), cputime.Process().Seconds()
 	d, err := vision.NewDecoder(spec, w)
 	if err != nil {
 		return err
@@ -163,7 +155,7 @@ func run() error {
 			}
 		}
 	}
-	res.Wall, res.CPU = time.Since(t0).Seconds(), cpuSeconds()-c0
+	res.Wall, res.CPU = time.Since(t0).Seconds(), cputime.Process().Seconds()-c0
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
