@@ -138,7 +138,8 @@ func (c *conn) handle(ctx context.Context, f agentapi.Frame) (any, []byte, error
 		if _, cv, ok := strings.Cut(req.Software, "/"); ok && cv != version.Number() {
 			c.a.log.Warn("client of another sluice release", "client", req.Software, "agent", version.Software(), "pid", req.PID)
 		}
-		return agentapi.Hello{Op: agentapi.OpHello, Version: v, MinVersion: agentapi.MinVersion, Software: "sluice-agent/" + version.Number(), PID: os.Getpid()}, nil, nil
+		return agentapi.Hello{Op: agentapi.OpHello, Version: v, MinVersion: agentapi.MinVersion, Software: "sluice-agent/" + version.Number(), PID: os.Getpid(),
+			Features: features()}, nil, nil
 	case agentapi.OpOpen:
 		var req agentapi.Open
 		if err := decode(f, &req); err != nil {

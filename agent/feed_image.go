@@ -8,7 +8,19 @@ import (
 
 	"github.com/sluicedata/sluice/agentapi"
 	"github.com/sluicedata/sluice/vision"
+	"github.com/sluicedata/sluice/vision/libjpeg"
 )
+
+// features is what the agent announces in its hello reply: which decoder
+// its "image" transform uses, so that a client can choose the faster of
+// the agent's decode and its own (the pure-Go decoders are slower per
+// core than PIL; libjpeg-turbo's are faster).
+func features() []string {
+	if libjpeg.Available {
+		return []string{agentapi.FeatureImageLibjpeg}
+	}
+	return []string{agentapi.FeatureImageGo}
+}
 
 // imageParams are the parameters of the "image" feed transform, as the
 // client sends them (python/sluice/images.py).

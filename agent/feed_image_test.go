@@ -2,15 +2,18 @@ package agent
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"image"
 	"image/color"
 	"image/jpeg"
+	"net"
 	"testing"
 
 	"github.com/sluicedata/sluice/agentapi"
 	"github.com/sluicedata/sluice/vision"
+	"github.com/sluicedata/sluice/vision/libjpeg"
 )
 
 func testJPEG(t *testing.T, w, h int) []byte {
@@ -82,5 +85,37 @@ func TestImageTransform(t *testing.T) {
 	hwc, err := newImageTransform(col, json.RawMessage(`{"size": [5, 7], "layout": "hwc"}`))
 	if err != nil || hwc.Out().Shape[0] != 5 || hwc.Out().Shape[2] != 3 {
 		t.Fatalf("hwc: %v %+v", err, hwc)
+	}
+}
+
+// TestHelloAnnouncesImageDecoder: the hello reply names the decoder of
+// this build's image transform (libjpeg-turbo only with -tags libjpeg and
+// cgo), also to a version-1 client, and exactly one of the two.
+func TestHelloAnnouncesImageDecoder(t *testing.T) {
+	h := startAgent(t, 10, nil)
+	want, other := agentapi.FeatureImageGo, agentapi.FeatureImageLibjpeg
+	if libjpeg.Available {
+		want, other = other, want
+	}
+	for _, v := range []int{1, agentapi.Version} {
+		nc, err := net.Dial("unix", h.sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fc := &feedClient{t: t, uc: nc.(*net.UnixConn)}
+		var hello agentapi.Hello
+		fc.call(agentapi.Hello{Op: agentapi.OpHello, Version: v, MinVersion: 1}, &hello)
+		nc.Close()
+		if !hello.HasFeature(want) || hello.HasFeature(other) {
+			t.Fatalf("version %d: features %q, want %q and not %q", v, hello.Features, want, other)
+		}
+	}
+	c, err := agentapi.Dial(context.Background(), h.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if len(c.Features) != 1 || c.Features[0] != want {
+		t.Fatalf("client features %q, want [%q]", c.Features, want)
 	}
 }

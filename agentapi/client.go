@@ -20,6 +20,8 @@ type Client struct {
 	// AgentPID and Version are what the agent announced in its hello.
 	AgentPID int
 	Version  int
+	// Features are the agent's announced features (Hello.Features).
+	Features []string
 
 	timeout time.Duration
 
@@ -74,7 +76,7 @@ func NewClient(ctx context.Context, conn net.Conn, opts *ClientOptions) (*Client
 	if err := c.call(ctx, Hello{Op: OpHello, Version: Version, MinVersion: MinVersion, Software: o.Software, PID: os.Getpid()}, OpHello, &h); err != nil {
 		return nil, err
 	}
-	c.AgentPID, c.Version = h.PID, h.Version
+	c.AgentPID, c.Version, c.Features = h.PID, h.Version, h.Features
 	return c, nil
 }
 

@@ -52,6 +52,31 @@ type Hello struct {
 	Software string `json:"software,omitempty"`
 	// PID is the sender's process ID.
 	PID int `json:"pid,omitempty"`
+	// Features lists what the agent's build offers beyond its protocol
+	// version (agent → client; see the Feature constants). A client
+	// ignores names it does not know, and an agent that sends none is
+	// one of an older release: its image decoder is unknown.
+	Features []string `json:"features,omitempty"`
+}
+
+// Feature names an agent announces in its hello reply.
+const (
+	// FeatureImageGo: the agent's "image" feed transform decodes with
+	// the pure-Go decoders (the default, static build).
+	FeatureImageGo = "image-decoder:go"
+	// FeatureImageLibjpeg: the agent's "image" feed transform decodes
+	// JPEGs with libjpeg-turbo (a `-tags libjpeg` build).
+	FeatureImageLibjpeg = "image-decoder:libjpeg-turbo"
+)
+
+// HasFeature reports whether h announces feature f.
+func (h *Hello) HasFeature(f string) bool {
+	for _, g := range h.Features {
+		if g == f {
+			return true
+		}
+	}
+	return false
 }
 
 // Stream is one source of a dataset, with MosaicML's Stream arguments.

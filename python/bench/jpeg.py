@@ -201,42 +201,55 @@ def cpu_now():
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime + agent_cpu()
 
 
-def feed_rate(d, n, threads, repeat, agent_decode):
+def feed_rate(d, n, threads, repeat, how, full=False):
     """decode + crop + flip through StreamingDataLoader's threaded feed:
-    PIL in the collate function, or (agent_decode) the agent's image
-    transform through the shared-memory feed with torch's default collate.
-    (images/s, CPU seconds per image of this process and the agent),
-    guarded."""
+    how="collate": PIL in the collate function; "agent": the agent's image
+    transform through the shared-memory feed (DecodeImage,
+    SLUICE_IMAGE_DECODE=agent); "pil": DecodeImage decoded with PIL in the
+    feed's threads (SLUICE_IMAGE_DECODE=pil); "auto": DecodeImage with
+    every setting at its default (the path the agent's build makes auto
+    choose). (images/s, CPU seconds per image of this process and the
+    agent, whether the agent decoded), guarded."""
     import numpy as np
     import torch
 
     import sluice
-    from sluice import _feed
+    from sluice import _feed, _shm
 
     def collate(samples):
         rnd = random.Random(int(samples[0]["id"]))
         arr = np.stack([pil_rrc(s["img"], rnd) for s in samples])
         return {"img": torch.from_numpy(arr).permute(0, 3, 1, 2), "id": torch.tensor([int(s["id"]) for s in samples])}
 
-    best = (0.0, 0.0)
-    for _ in range(repeat):
-        kw = {}
-        if agent_decode:
-            kw["decode_images"] = sluice.DecodeImage("img", size=224, flip=True)
-        ds = sluice.StreamingDataset(local=d, batch_size=32, shuffle=True, **kw)
-        lkw = {} if agent_decode else {"collate_fn": collate}
-        loader = sluice.StreamingDataLoader(ds, batch_size=32, num_workers=threads, **lkw)
-        t0, c0 = time.perf_counter(), cpu_now()
-        cnt = s = 0
-        for _, b in _feed.batches(loader):
-            if tuple(b["img"].shape[1:]) != (3, 224, 224) or b["img"].dtype != torch.uint8:
-                raise SystemExit("guard failed: batch of %s %s" % (tuple(b["img"].shape), b["img"].dtype))
-            cnt += len(b["id"])
-            s += int(b["id"].sum())
-        wall, cpu = time.perf_counter() - t0, cpu_now() - c0
-        if cnt != n or s != n * (n - 1) // 2:
-            raise SystemExit("guard failed: feed gave %d images (want %d), id sum %d" % (cnt, n, s))
-        best = max(best, (cnt / wall, cpu / cnt))
+    best = (0.0, 0.0, None)
+    saved = os.environ.get("SLUICE_IMAGE_DECODE")
+    os.environ["SLUICE_IMAGE_DECODE"] = how if how in ("agent", "pil") else "auto"
+    try:
+        for _ in range(repeat):
+            kw = {}
+            if how != "collate":
+                kw["decode_images"] = sluice.DecodeImage("img", size=224, flip=True, full_decode=full)
+            ds = sluice.StreamingDataset(local=d, batch_size=32, shuffle=True, **kw)
+            chose = _shm.agent_decodes(ds)
+            lkw = {"collate_fn": collate} if how == "collate" else {}
+            loader = sluice.StreamingDataLoader(ds, batch_size=32, num_workers=threads, **lkw)
+            t0, c0 = time.perf_counter(), cpu_now()
+            cnt = s = 0
+            src = _feed.batches(loader) if how == "collate" else ((None, b) for b in loader)
+            for _, b in src:
+                if tuple(b["img"].shape[1:]) != (3, 224, 224) or b["img"].dtype != torch.uint8:
+                    raise SystemExit("guard failed: batch of %s %s" % (tuple(b["img"].shape), b["img"].dtype))
+                cnt += len(b["id"])
+                s += int(b["id"].sum())
+            wall, cpu = time.perf_counter() - t0, cpu_now() - c0
+            if cnt != n or s != n * (n - 1) // 2:
+                raise SystemExit("guard failed: feed gave %d images (want %d), id sum %d" % (cnt, n, s))
+            best = max(best, (cnt / wall, cpu / cnt, chose), key=lambda r: r[0])
+    finally:
+        if saved is None:
+            os.environ.pop("SLUICE_IMAGE_DECODE", None)
+        else:
+            os.environ["SLUICE_IMAGE_DECODE"] = saved
     return best
 
 
@@ -304,12 +317,13 @@ def main():
             m = args.feed
             mdswrite.write(di, {"id": "int", "img": "bytes"}, ({"id": i, "img": jpegs[i % len(jpegs)]} for i in range(m)),
                            size_limit=1 << 26)
-            rate, cpu = feed_rate(di, m, cores, args.repeat, False)
+            rate, cpu, _ = feed_rate(di, m, cores, args.repeat, "collate")
             print("  %-40s %10.0f %9.0f%% %10.0f" % ("PIL in the threaded feed (%d threads)" % cores, rate,
                                                     100 * rate / ceiling, 1 / cpu))
-            # The agent decodes (DecodeImage through the shared-memory
-            # feed): the default static agent (pure Go), and one built with
-            # -tags libjpeg.
+            # DecodeImage with each build of the agent (the default static
+            # one, pure Go, and one built with -tags libjpeg): the agent's
+            # decode, PIL in the feed's threads, and what auto chose (from
+            # the decoder the agent announces), interleaved in one run.
             agents = [("pure Go", helpers.binary())]
             if "libjpeg" in exes:
                 exe = os.path.join(work, "sluice-libjpeg")
@@ -321,12 +335,18 @@ def main():
                 helpers.stop_agent(os.environ["SLUICE_AGENT_DIR"])
                 os.environ["SLUICE_BIN"] = exe
                 os.environ["SLUICE_AGENT_DIR"] = os.path.join(work, "agent-%d" % k)
+                rows = [("agent decode (%s), shm feed" % label, "agent", False),
+                        ("agent decode (%s), full_decode" % label, "agent", True),
+                        ("DecodeImage with PIL, threaded feed", "pil", False),
+                        ("auto with the %s agent" % label, "auto", False)]
                 try:
-                    rate, cpu = feed_rate(di, m, cores, args.repeat, True)
+                    for name, how, full in rows:
+                        rate, cpu, chose = feed_rate(di, m, cores, args.repeat, how, full)
+                        if how == "auto":
+                            name += " -> %s" % ("agent" if chose else "PIL")
+                        print("  %-40s %10.0f %9.0f%% %10.0f" % (name, rate, 100 * rate / ceiling, 1 / cpu))
                 finally:
                     helpers.stop_agent(os.environ["SLUICE_AGENT_DIR"])
-                print("  %-40s %10.0f %9.0f%% %10.0f" % ("agent decode (%s), shm feed" % label, rate,
-                                                        100 * rate / ceiling, 1 / cpu))
             os.environ["SLUICE_AGENT_DIR"] = saved[1]
             if saved[0] is None:
                 os.environ.pop("SLUICE_BIN", None)

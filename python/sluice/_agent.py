@@ -156,6 +156,10 @@ class Connection:
         self.agent_pid = hello.get("pid")
         self.version = hello.get("version")
         self.software = hello.get("software") or ""
+        # What the agent's build offers (agentapi.Hello.Features); an
+        # agent of an older release announces nothing.
+        feats = hello.get("features")
+        self.features = frozenset(f for f in feats if isinstance(f, str)) if isinstance(feats, list) else frozenset()
         _, _, agent_release = self.software.partition("/")
         if agent_release and agent_release != _version.__version__:
             import warnings

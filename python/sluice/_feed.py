@@ -200,7 +200,7 @@ def _work_shm(ds, world, conn, begun, bs, drop_last, pin, q, stop):
 
     schema = ds._info["schemas"][0]
     collator = _shm.Collator(schema, ds.allow_unsafe_types, default_collate)
-    it = _shm.iterate(ds, world, conn, begun, bs, getattr(ds, "_feed_transforms", None))
+    it = _shm.iterate(ds, world, conn, begun, bs, _shm.transforms(ds, conn))
     try:
         for b in it:
             if b.n < bs and drop_last:

@@ -20,7 +20,8 @@ per-sample dicts equal to what the mapped-shard path decodes.
 
 ``SLUICE_SHM`` chooses: ``auto`` (default) lets StreamingDataLoader's
 threaded feed take the agent's batches where that measured faster (a
-fixed-shape ndarray column, or an in-agent column transform); ``on`` uses
+fixed-shape ndarray column, or an in-agent column transform: decode_images
+where the agent decodes them, see agent_decodes); ``on`` uses
 them wherever they are equivalent, also per sample in DataLoader worker
 processes; ``off`` never.
 """
@@ -53,6 +54,45 @@ def mode():
     return v
 
 
+# Features an agent announces in its hello (agentapi.Feature*): the
+# decoder of its "image" transform.
+IMAGE_GO = "image-decoder:go"
+IMAGE_LIBJPEG = "image-decoder:libjpeg-turbo"
+
+
+def image_mode():
+    """The SLUICE_IMAGE_DECODE setting: 'auto', 'agent' or 'pil'."""
+    v = (os.environ.get("SLUICE_IMAGE_DECODE") or "auto").strip().lower()
+    if v not in ("auto", "agent", "pil"):
+        raise ValueError("SLUICE_IMAGE_DECODE=%r: want auto, agent or pil" % v)
+    return v
+
+
+def agent_decodes(ds, conn=None):
+    """Whether ds's decode_images columns are decoded by the agent (its
+    "image" transform, through the feed) rather than with PIL in this
+    process. auto takes the faster one measured (python/bench/jpeg.py, 2
+    cores, quiet): an agent built with libjpeg-turbo (103% of the decode
+    ceiling) over PIL in the threaded feed (88%), PIL over the pure-Go
+    agent (34%) and over an agent that does not say which decoder it has
+    (an older release). Other feed transforms are always the agent's."""
+    if not getattr(ds, "_feed_transforms", None):
+        return False
+    if not getattr(ds, "_decode_images", None):
+        return True
+    m = image_mode()
+    if m != "auto":
+        return m == "agent"
+    conn = conn if conn is not None else getattr(ds, "_conn", None)
+    return IMAGE_LIBJPEG in getattr(conn, "features", ())
+
+
+def transforms(ds, conn=None):
+    """The feed transforms to send for an iteration on conn: None where
+    the images are decoded here (see agent_decodes)."""
+    return ds._feed_transforms if agent_decodes(ds, conn) else None
+
+
 def eligible(ds, cls):
     """Whether ds's iteration can come through the feed with the same
     samples: Sluice's own iteration and __getitem__ (a subclass that
@@ -63,6 +103,9 @@ def eligible(ds, cls):
         return False
     t = type(ds)
     if t.__getitem__ is not cls.__getitem__ or t.__iter__ is not cls.__iter__ or t._batches is not cls._batches:
+        return False
+    if getattr(ds, "_decode_images", None) and not agent_decodes(ds):
+        # Images decoded here: with PIL on the mapped-shard path.
         return False
     if ds.cache_limit:
         # A feed batch holds the leases of all its shards until it is
@@ -82,7 +125,7 @@ def eligible(ds, cls):
         import numpy  # noqa: F401 - batches are numpy views of their slot
     except ImportError:
         return False
-    if mode() == "auto" and not getattr(ds, "_feed_transforms", None):
+    if mode() == "auto" and not agent_decodes(ds):
         # Where it measured faster (python/bench/feed.py): a fixed-shape
         # ndarray column, delivered collated with no copy in Python. For
         # bytes and strings the values must be copied into Python objects
@@ -467,5 +510,5 @@ def iter_samples(ds, world, conn, begun):
     schema = ds._info["schemas"][0]
     encs = list(schema["column_encodings"])
     decs = [_decode.column_decoder(e, ds.allow_unsafe_types) for e in encs]
-    for b in iterate(ds, world, conn, begun, ds.batch_size or 1, getattr(ds, "_feed_transforms", None)):
+    for b in iterate(ds, world, conn, begun, ds.batch_size or 1, transforms(ds, conn)):
         yield from samples(b, decs, encs)

@@ -90,7 +90,9 @@ class DecodeImageTest(helpers.AgentCase):
         """{id: CHW uint8 array} of one epoch (or of its first stop_after
         batches) and the loader."""
         got = {}
-        with Env(SLUICE_FEED=feed, SLUICE_SHM=shm):
+        # The agent decodes whatever its build (auto would take PIL over
+        # the pure-Go agent: test_image_choice.py).
+        with Env(SLUICE_FEED=feed, SLUICE_SHM=shm, SLUICE_IMAGE_DECODE="agent"):
             loader = loader or sluice.StreamingDataLoader(self.dataset(), batch_size=BS, num_workers=workers)
             for k, b in enumerate(loader):
                 img = b["img"]
@@ -123,7 +125,7 @@ class DecodeImageTest(helpers.AgentCase):
         state = loader.state_dict()
         ds = self.dataset()
         ds.load_state_dict(state)
-        with Env(SLUICE_FEED="threads", SLUICE_SHM="on"):
+        with Env(SLUICE_FEED="threads", SLUICE_SHM="on", SLUICE_IMAGE_DECODE="agent"):
             rest = {}
             for b in sluice.StreamingDataLoader(ds, batch_size=BS, num_workers=2):
                 for i, sid in enumerate(b["id"].tolist()):
@@ -184,7 +186,7 @@ class DecodeImageTest(helpers.AgentCase):
         # (as a SluiceError naming it; the feed does not yet map the
         # agent's invalid-argument errors to InvalidArgumentError).
         ds = self.dataset(decode_images=sluice.DecodeImage("id", size=8))
-        with Env(SLUICE_FEED="threads", SLUICE_SHM="on"):
+        with Env(SLUICE_FEED="threads", SLUICE_SHM="on", SLUICE_IMAGE_DECODE="agent"):
             with self.assertRaisesRegex(errors.SluiceError, "column \"id\" holds \"int\" values, not encoded images"):
                 for _ in sluice.StreamingDataLoader(ds, batch_size=BS, num_workers=1):
                     pass
