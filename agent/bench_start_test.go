@@ -15,35 +15,68 @@ import (
 	"github.com/sluicedata/sluice/agentapi"
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/format/mds"
+	"github.com/sluicedata/sluice/plan"
 )
 
-// bigShardedDataset writes a dataset of n shards of 100 samples into dir:
-// one real shard hard-linked under n names and an index.json listing
-// them all (a 40k-shard index of ~5 MB, without 40k shards' bytes).
-func bigShardedDataset(b *testing.B, dir string, n int) {
-	b.Helper()
-	tmpl := b.TempDir()
-	w, err := mds.NewWriter(tmpl, &mds.WriterOptions{Columns: map[string]string{"id": "int", "text": "str"}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i := range 100 {
-		if err := w.Write(format.Sample{"id": int64(i), "text": fmt.Sprintf("sample %d", i)}); err != nil {
-			b.Fatal(err)
+// The seed's dataset (issue #17): 39,000 shards, 5M samples (8,000 shards
+// of 129 samples, then 128 each), an index.json of ~14.5 MB.
+const (
+	seedShards  = 39_000
+	seedSamples = 5_000_000
+)
+
+// seedShardSizes returns the seed's per-shard sample counts.
+func seedShardSizes() []int64 {
+	sizes := make([]int64, seedShards)
+	for i := range sizes {
+		sizes[i] = seedSamples / seedShards
+		if i < seedSamples%seedShards {
+			sizes[i]++
 		}
 	}
-	if err := w.Finish(); err != nil {
-		b.Fatal(err)
+	return sizes
+}
+
+// seedDataset writes the seed-shaped dataset into dir: one real shard per
+// sample count hard-linked under each shard's name, and an index.json
+// whose entries look like a MosaicML writer's (three columns, zstd
+// compression with zip_data, empty hashes), without the shards' bytes.
+func seedDataset(b *testing.B, dir string) {
+	b.Helper()
+	tmpl := b.TempDir()
+	cols := map[string]string{"text": "str", "id": "int", "tokens": "bytes"}
+	templates := map[int64]format.ShardInfo{}
+	for _, n := range []int64{seedSamples / seedShards, seedSamples/seedShards + 1} {
+		d := filepath.Join(tmpl, fmt.Sprint(n))
+		w, err := mds.NewWriter(d, &mds.WriterOptions{Columns: cols})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range n {
+			if err := w.Write(format.Sample{"id": i, "text": fmt.Sprintf("sample %d", i), "tokens": []byte{byte(i)}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := w.Finish(); err != nil {
+			b.Fatal(err)
+		}
+		info := w.Shards()[0]
+		info.RawData.Basename = filepath.Join(d, info.RawData.Basename) // where the template lies
+		templates[n] = info
 	}
-	info := w.Shards()[0]
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	idx := &format.Index{Shards: make([]format.ShardInfo, n)}
-	for k := range n {
-		s := info
-		s.RawData.Basename = fmt.Sprintf("shard.%05d.mds", k)
-		if err := os.Link(filepath.Join(tmpl, info.RawData.Basename), filepath.Join(dir, s.RawData.Basename)); err != nil {
+	idx := &format.Index{Shards: make([]format.ShardInfo, seedShards)}
+	for k, n := range seedShardSizes() {
+		s := templates[n]
+		src := s.RawData.Basename
+		s.RawData = format.FileInfo{Basename: fmt.Sprintf("shard.%05d.mds", k), Bytes: s.RawData.Bytes, Hashes: map[string]string{}}
+		s.Compression = "zstd"
+		s.ZipData = &format.FileInfo{Basename: s.RawData.Basename + ".zstd", Bytes: s.RawData.Bytes/2 + int64(k%777), Hashes: map[string]string{}}
+		s.Hashes = []string{}
+		s.SizeLimit = 67108864
+		if err := os.Link(src, filepath.Join(dir, s.RawData.Basename)); err != nil {
 			b.Fatal(err)
 		}
 		idx.Shards[k] = s
@@ -53,22 +86,33 @@ func bigShardedDataset(b *testing.B, dir string, n int) {
 	}
 }
 
-// BenchmarkStartAtScale measures an agent starting a job on a 40k-shard
-// dataset whose index is local (in the cache directory), from the open
-// to each consumer's first batch, with a dataset the agent has not
-// opened before (a new shuffle seed each time; py1e):
+// BenchmarkStartAtScale measures an agent starting a job on the seed's
+// dataset (39k shards, 5M samples, a 14.5 MB index.json) whose index and
+// shards are local (in the cache directory), batch size 2, shuffled
+// (py1e), from the open to each consumer's first batch, with a dataset
+// the agent has not opened before (a new shuffle seed each round):
 //
 //   - workers=8: one rank with 8 DataLoader workers (a cursor each);
-//   - rank0-160x8: rank 0 worker 0 of 160 ranks (20 nodes × 8) × 8 workers.
+//   - rank0-160x8: rank 0 worker 0 of 160 ranks (20 nodes × 8) × 8
+//     workers, the issue's target (≤ 0.1 s).
 //
-// heap-MB is the live heap once every consumer has its first batch (the
-// agent's dataset and cursors), measured on the last round; cpu-ms/op is
-// the process's CPU time (without that measurement's GC). The guard checks every first batch is full.
+// cpu-ms/op is the process's CPU time (agent and client) from the open
+// to the last first batch; the guard's planning, the heap measurement's
+// GC and closing the connection are excluded (close-cpu-ms reports the
+// last). heap-MB is the live heap once every consumer has its first batch
+// (the agent's dataset and cursors), measured on the last round. The
+// guard checks every first batch's sample IDs against plan's own order
+// for that seed and worker, and logs their checksum.
 func BenchmarkStartAtScale(b *testing.B) {
 	dir := b.TempDir()
 	remote, local := filepath.Join(dir, "remote"), filepath.Join(dir, "cache")
-	bigShardedDataset(b, remote, 40_000)
-	bigShardedDataset(b, filepath.Join(local), 40_000) // the index (and shards) already local
+	seedDataset(b, remote)
+	seedDataset(b, local) // the index (and shards) already local
+	if fi, err := os.Stat(filepath.Join(local, format.IndexFile)); err == nil {
+		b.Logf("index.json: %d shards, %.1f MB", seedShards, float64(fi.Size())/1e6)
+	}
+	sizes := seedShardSizes()
+	const batch = 2
 	for _, mode := range []struct {
 		name    string
 		world   agentapi.World
@@ -102,22 +146,35 @@ func BenchmarkStartAtScale(b *testing.B) {
 				}
 			}()
 			sock := SocketPath(filepath.Join(sockDir, "agent"))
+			shape := plan.Shape{Nodes: max(mode.world.WorldSize/mode.world.LocalWorldSize, 1), RanksPerNode: mode.world.LocalWorldSize, WorkersPerRank: mode.world.NumWorkers}
 			var heap float64
-			var excluded time.Duration // the heap measurement's GC
+			var excluded, closing time.Duration
+			// untimed runs fn outside the measurement.
+			untimed := func(fn func()) {
+				b.StopTimer()
+				c0 := cpuTime()
+				fn()
+				excluded += cpuTime() - c0
+				b.StartTimer()
+			}
+			var sum uint64
 			seed := int64(0)
 			b.ReportAllocs()
 			cpu := cpuTime()
 			for b.Loop() {
 				seed++
+				var want [][]int64
+				untimed(func() { want = planFirstBatches(b, sizes, batch, seed, shape, mode.workers) })
 				c, err := agentapi.Dial(ctx, sock, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
-				ds := agentapi.Dataset{Remote: remote, Local: local, BatchSize: 32, Shuffle: true, ShuffleSeed: &seed}
+				ds := agentapi.Dataset{Remote: remote, Local: local, BatchSize: batch, Shuffle: true, ShuffleSeed: &seed}
 				op, err := c.Open(ctx, agentapi.Open{Dataset: ds, Job: fmt.Sprint("job", seed), World: mode.world})
 				if err != nil {
 					b.Fatal(err)
 				}
+				got := make([][]int64, mode.workers)
 				for w := range mode.workers {
 					wo := mode.world
 					wo.Worker = w
@@ -125,37 +182,78 @@ func BenchmarkStartAtScale(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					// The first batch: 32 samples (a reply may stop short
-					// at a shard not yet ready).
-					for got := 0; got < 32; {
-						r, err := c.Next(ctx, agentapi.Next{Iter: it.Iter, Max: 32 - got})
+					// The first batch (a reply may stop short at a shard
+					// not yet ready).
+					for len(got[w]) < batch {
+						r, err := c.Next(ctx, agentapi.Next{Iter: it.Iter, Max: batch - len(got[w])})
 						if err != nil || r.Done {
-							b.Fatalf("first batch of worker %d: %d entries, done %v, %v", w, got, r.Done, err)
+							b.Fatalf("first batch of worker %d: %d entries, done %v, %v", w, len(got[w]), r.Done, err)
 						}
-						got += len(r.Entries)
+						for _, e := range r.Entries {
+							got[w] = append(got[w], e.Sample)
+						}
 					}
 				}
-				b.StopTimer()
-				gc0 := cpuTime()
-				runtime.GC()
-				var m runtime.MemStats
-				runtime.ReadMemStats(&m)
-				heap = float64(m.HeapAlloc) / 1e6
-				excluded += cpuTime() - gc0
-				b.StartTimer()
+				untimed(func() {
+					for w := range got {
+						if fmt.Sprint(got[w]) != fmt.Sprint(want[w]) {
+							b.Fatalf("seed %d worker %d: first batch %v, plan says %v", seed, w, got[w], want[w])
+						}
+						for _, id := range got[w] {
+							sum = sum*1_000_003 + uint64(id)
+						}
+					}
+					runtime.GC()
+					var m runtime.MemStats
+					runtime.ReadMemStats(&m)
+					heap = float64(m.HeapAlloc) / 1e6
+				})
 				// Closing the connection releases its handles (and with
 				// the last, the dataset and the job's cursors).
+				c0 := cpuTime()
 				c.Close()
 				a.mu.Lock()
 				for len(a.conns) > 0 {
 					a.gone.Wait()
 				}
 				a.mu.Unlock()
+				closing += cpuTime() - c0
 			}
-			b.ReportMetric(float64(cpuTime()-cpu-excluded)/float64(b.N)/1e6, "cpu-ms/op")
+			b.ReportMetric(float64(cpuTime()-cpu-excluded-closing)/float64(b.N)/1e6, "cpu-ms/op")
+			b.ReportMetric(float64(closing)/float64(b.N)/1e6, "close-cpu-ms")
 			b.ReportMetric(heap, "heap-MB")
+			b.Logf("guard: %d rounds, first batches equal plan's, checksum %016x", b.N, sum)
 		})
 	}
+}
+
+// planFirstBatches returns the first batch of workers 0..workers-1 of
+// rank 0 for seed on shape, from plan directly.
+func planFirstBatches(b *testing.B, sizes []int64, batch int, seed int64, shape plan.Shape, workers int) [][]int64 {
+	p, err := plan.New([]plan.Stream{{ShardSizes: sizes}}, &plan.Options{Shuffle: true, ShuffleSeed: &seed, BatchSize: batch})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ep, err := p.Epoch(plan.EpochSpec{Shape: shape})
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := make([][]int64, workers)
+	for w := range workers {
+		it, err := ep.WorkerIter(0, 0, w)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for len(out[w]) < batch {
+			seg, err := it.Next()
+			if err != nil {
+				b.Fatal(err)
+			}
+			out[w] = append(out[w], seg...)
+		}
+		out[w] = out[w][:batch]
+	}
+	return out
 }
 
 func cpuTime() time.Duration {
