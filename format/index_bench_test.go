@@ -3,6 +3,8 @@ package format_test
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 
@@ -65,15 +67,35 @@ func BenchmarkParseIndex40k(b *testing.B) {
 	runtime.KeepAlive(idx)
 }
 
+func readIndexFile(path string) (*format.CompactIndex, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return format.ReadCompactIndexSize(f, fi.Size())
+}
+
 // BenchmarkCompactIndex40k parses a 40k-shard index into the compact
-// layout, from memory and streamed from a reader.
+// layout, from memory, streamed from a reader, and streamed from a file
+// (open, stat, read and parse, the columns sized from its length: how
+// the stream reads a cached index). The guard checks the sample count
+// and the last shard's basename.
 func BenchmarkCompactIndex40k(b *testing.B) {
 	text := bigIndex(40_000)
 	var want int64
 	for i := range 40_000 {
 		want += int64(4000 + i%97)
 	}
-	for _, mode := range []string{"bytes", "reader"} {
+	path := filepath.Join(b.TempDir(), format.IndexFile)
+	if err := os.WriteFile(path, text, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []string{"bytes", "reader", "file"} {
 		b.Run(mode, func(b *testing.B) {
 			b.SetBytes(int64(len(text)))
 			b.ReportAllocs()
@@ -81,15 +103,18 @@ func BenchmarkCompactIndex40k(b *testing.B) {
 			var err error
 			cpu := processCPU()
 			for b.Loop() {
-				if mode == "bytes" {
+				switch mode {
+				case "bytes":
 					c, err = format.ParseCompactIndex(text)
-				} else {
+				case "reader":
 					c, err = format.ReadCompactIndex(bytes.NewReader(text))
+				case "file":
+					c, err = readIndexFile(path)
 				}
 				if err != nil {
 					b.Fatal(err)
 				}
-				if c.Samples() != want || c.Len() != 40_000 {
+				if c.Samples() != want || c.Len() != 40_000 || c.Basename(39_999) != "shard.39999.mds" {
 					b.Fatalf("samples %d, want %d", c.Samples(), want)
 				}
 			}

@@ -7,8 +7,14 @@ import (
 	"strconv"
 )
 
-// commitShard interprets the spans of the entry just scanned.
-func (s *indexScanner) commitShard() error {
+// commitShard interprets the spans of the entry just scanned. It returns
+// which files the entry has (by kind) and its configuration's number.
+func (s *indexScanner) commitShard() (present [4]bool, cfg uint32, err error) {
+	err = s.commitShardErr(&present, &cfg)
+	return present, cfg, err
+}
+
+func (s *indexScanner) commitShardErr(present *[4]bool, cfgOut *uint32) error {
 	if v := s.spans[kVersion]; v.hi-v.lo != 1 || s.p.b[v.lo] != '2' {
 		return wantVersionText(string(s.text(v)), v.hi != 0)
 	}
@@ -26,7 +32,6 @@ func (s *indexScanner) commitShard() error {
 	if raw.hi == 0 || string(s.text(raw)) == "null" {
 		return errors.New("missing \"raw_data\"")
 	}
-	var present [4]bool
 	for kind, id := range [4]int{kRawData, kZipData, kRawMeta, kZipMeta} {
 		sp := s.spans[id]
 		if sp.hi == 0 || string(s.text(sp)) == "null" {
@@ -61,6 +66,7 @@ func (s *indexScanner) commitShard() error {
 	s.out.samples = append(s.out.samples, uint32(samples))
 	s.out.config = append(s.out.config, cfg)
 	s.out.fileOff = append(s.out.fileOff, uint32(len(s.out.files)))
+	*cfgOut = cfg
 	return nil
 }
 

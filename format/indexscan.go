@@ -12,12 +12,30 @@ import (
 func ParseCompactIndex(b []byte) (*CompactIndex, error) {
 	s := &indexScanner{eof: true}
 	s.p.b = b
-	// Room for the usual entry of a few hundred bytes with two files.
-	n := len(b)/320 + 1
-	s.out.samples, s.out.config = make([]uint32, 0, n), make([]uint32, 0, n)
-	s.out.fileOff, s.out.files = make([]uint32, 0, n+1), make([]compactFile, 0, 2*n)
-	s.arena = make([]byte, 0, len(b)/10)
+	s.presize(int64(len(b)))
 	return s.run()
+}
+
+// ReadCompactIndexSize is ReadCompactIndex for a text of about size bytes
+// (the length of the file r reads): the index's columns are sized for
+// that many bytes of entries at once instead of growing as they fill. A
+// wrong size only costs memory or copies (at most a few tens of MB are
+// set aside whatever size says).
+func ReadCompactIndexSize(r io.Reader, size int64) (*CompactIndex, error) {
+	s := &indexScanner{r: r, buf: make([]byte, 0, scanWindow)}
+	s.p.b = s.buf
+	s.presize(size)
+	return s.run()
+}
+
+// presize sets aside the output for about n bytes of index text: room
+// for the usual entry of a few hundred bytes with two files.
+func (s *indexScanner) presize(n int64) {
+	n = min(max(n, 0), 64<<20)
+	k := int(n/320) + 1
+	s.out.samples, s.out.config = make([]uint32, 0, k), make([]uint32, 0, k)
+	s.out.fileOff, s.out.files = make([]uint32, 0, k+1), make([]compactFile, 0, 2*k)
+	s.arena = make([]byte, 0, n/10)
 }
 
 // ReadCompactIndex parses index.json as it arrives from r: it holds a
@@ -55,6 +73,9 @@ type indexScanner struct {
 	extra     []extraSpan
 	hashes    []hashKV
 	version   string
+	// skel is the last accepted entry's skeleton (see indexskel.go).
+	skel      skeleton
+	skelSpans []skelSpan
 }
 
 type span struct{ lo, hi int } // hi == 0: absent
@@ -282,6 +303,7 @@ func (s *indexScanner) parse() (*CompactIndex, error) {
 					s.out.merged = false
 				}
 				sawShards = true
+				s.skel.ok = false
 				s.out.samples, s.out.config, s.out.files, s.arena = s.out.samples[:0], s.out.config[:0], s.out.files[:0], s.arena[:0]
 				s.out.fileOff = s.out.fileOff[:1]
 				ok, err := s.shards()
@@ -416,6 +438,10 @@ func (s *indexScanner) shard() error {
 		}
 		return semanticError{errors.New("entry is not an object")}
 	}
+	if s.skel.ok && s.matchSkeleton() {
+		return nil
+	}
+	start, nFiles := p.i, len(s.out.files)
 	s.spans = [numShardKeys]span{}
 	s.extra = s.extra[:0]
 	p.i++
@@ -475,9 +501,11 @@ func (s *indexScanner) shard() error {
 			return p.errf("expected ',' or '}'")
 		}
 	}
-	if err := s.commitShard(); err != nil {
+	present, cfg, err := s.commitShard()
+	if err != nil {
 		return semanticError{err}
 	}
+	s.buildSkeleton(start, p.i, present, cfg, s.out.files[nFiles:])
 	return nil
 }
 
