@@ -29,7 +29,8 @@ func (nd *node) step(s int, t float64) float64 {
 		for i < len(nd.runs) && nd.runs[i].Start+nd.runs[i].Len <= from {
 			i++
 		}
-		nd.chains = append(nd.chains, chain{run: i, from: from, to: to, t: t, first: r == 0})
+		nd.chains = append(nd.chains, chain{run: i, from: from, to: to, t: t, first: r == 0,
+			origin: r*nd.perRank + s%nd.perRank})
 	}
 	for {
 		c := nd.nextChain()
@@ -55,7 +56,7 @@ func (nd *node) step(s int, t float64) float64 {
 			}
 		}
 		if nd.state[sh] == absent {
-			nd.demandFetch(sh, c.t)
+			nd.demandFetch(sh, c.t, c.origin)
 			nd.flush()
 		}
 		c.t = math.Max(c.t, nd.doneAt[sh])
@@ -95,6 +96,7 @@ type chain struct {
 	from, to int64
 	t        float64
 	first    bool // the step's first part
+	origin   int  // the consumer reading it
 	done     bool
 }
 

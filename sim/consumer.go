@@ -164,8 +164,10 @@ func (cs *consumer) ShardAt(p int64) (int, int64, bool) {
 	return runs[k].Shard, p + end - np, true
 }
 
-// Present implements prefetch.Plan.
-func (cs *consumer) Present(shard int) bool { return cs.nd.state[shard] != absent }
+// Present implements prefetch.Plan as stream's walk does: the shard's
+// files are in place (a shard on its way is named again, and joins its
+// flight).
+func (cs *consumer) Present(shard int) bool { return cs.nd.state[shard] == present }
 
 // Stop implements prefetch.Plan: every fetch slot of the consumer is busy.
 func (cs *consumer) Stop() bool { return cs.prefetching >= cs.nd.c.concurrency() }
@@ -197,27 +199,32 @@ func (nd *node) pump(ci int, t float64) {
 	if cs.walk.Refused() {
 		return
 	}
-	budget := nd.budget
+	budget, n := nd.budget, cs.n
 	if !cs.out {
-		// Until its first sample is out a consumer fetches only one
-		// shard (its first sample's).
+		// Until its first sample is out a consumer fetches only its
+		// first sample's shard.
 		budget = prefetch.FirstBudget(budget)
+		n = prefetch.FirstEnd(cs, 0, n)
 	}
 	for {
-		at, sh, ok := cs.walk.Next(cs, cs.pos, cs.n, budget)
+		at, sh, ok := cs.walk.Next(cs, cs.pos, n, budget)
 		if !ok {
 			return
 		}
-		dist := max(cs.nodePos(at)-nd.pos, 0)
-		if !nd.reserve(nd.c.Dataset.Shards[sh].Footprint, dist, false) {
-			cs.walk.Refuse(at)
-			return
+		if nd.state[sh] == absent {
+			dist := max(cs.nodePos(at)-nd.pos, 0)
+			if !nd.reserve(nd.c.Dataset.Shards[sh].Footprint, dist, false) {
+				cs.walk.Refuse(at)
+				return
+			}
+			if nd.c.onPrefetch != nil {
+				nd.c.onPrefetch(nd, ci, at, sh)
+			}
+			nd.fetch(sh, t, false, ci)
 		}
-		if nd.c.onPrefetch != nil {
-			nd.c.onPrefetch(nd, ci, at, sh)
-		}
-		nd.fetch(sh, t, false)
-		nd.owner[sh] = int32(ci)
+		// On its way (started now or before): the prefetcher holds a
+		// slot until it is there.
+		nd.owners[sh] = append(nd.owners[sh], int32(ci))
 		cs.prefetching++
 		cs.walk.Fetched(at)
 	}

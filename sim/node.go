@@ -38,8 +38,12 @@ type node struct {
 	lastUse []int64 // clock at the last use (the cache's LRU clock)
 	leased  []int32 // step lease count
 	demand  []bool  // in-flight fetch is a demand fetch
-	owner   []int32 // in-flight prefetch: its consumer (-1: none)
-	use     []int64 // a candidate's next use at or after pos (-1: none)
+	// owners holds, per in-flight shard, the consumers whose prefetchers
+	// hold a fetch slot on it: the one that started it and those that
+	// joined its flight (stream's walk names a shard until its files are in
+	// place, and Prefetch of a shard on its way joins the flight).
+	owners [][]int32
+	use    []int64 // a candidate's next use at or after pos (-1: none)
 
 	vic victims // eviction candidates in the policy's order
 	// tracking is set from the first reservation that must evict: until
@@ -83,10 +87,12 @@ type node struct {
 	rep                                   NodeReport
 }
 
-// pend is a fetch started at t, not yet placed on the link.
+// pend is a fetch started at t by consumer origin, not yet placed on the
+// link.
 type pend struct {
-	shard int
-	t     float64
+	shard  int
+	t      float64
+	origin int32
 }
 
 type event struct {
@@ -118,7 +124,7 @@ func newNode(c *Config, id int) *node {
 		c: c, id: id, bw: c.bandwidth(c.Shape.Nodes), lat: c.Store.Latency.Seconds(), limit: c.CacheLimit,
 		state: make([]uint8, n), doneAt: make([]float64, n), lastUse: make([]int64, n),
 		leased: make([]int32, n), demand: make([]bool, n), use: make([]int64, n),
-		owner:      make([]int32, n),
+		owners:     make([][]int32, n),
 		vic:        newVictims(n),
 		workerFree: make([]float64, c.Shape.WorkersPerRank),
 	}
@@ -165,8 +171,8 @@ func (nd *node) beginEpoch(sc *plan.Schedule) {
 	nd.nextSame = nextSame(nd.runs, len(nd.state), nd.nextSame)
 	nd.useRun, nd.hzRun, nd.pos, nd.stepRun = 0, 0, 0, 0
 	// The last epoch's prefetches in flight belong to its iterators.
-	for i := range nd.owner {
-		nd.owner[i] = -1
+	for i := range nd.owners {
+		nd.owners[i] = nd.owners[i][:0]
 	}
 	nd.wake = nd.wake[:0]
 	nd.newConsumers()
@@ -287,11 +293,11 @@ func (nd *node) complete(shard int) {
 	sh := &nd.c.Dataset.Shards[shard]
 	nd.state[shard] = present
 	nd.usage += sh.CachedBytes - sh.Footprint
-	if o := nd.owner[shard]; o >= 0 {
+	for _, o := range nd.owners[shard] {
 		nd.cons[o].prefetching--
-		nd.owner[shard] = -1
 		nd.wake = append(nd.wake, o)
 	}
+	nd.owners[shard] = nd.owners[shard][:0]
 	nd.demand[shard] = false
 	// A consumer whose first sample's shard this is has its first sample
 	// out (a DataLoader worker reads its first batch at once).
@@ -308,34 +314,35 @@ func (nd *node) complete(shard int) {
 	nd.offer(shard)
 }
 
-// fetch starts a download of shard at t. Its completion time is set by
-// flush.
-func (nd *node) fetch(shard int, t float64, demand bool) {
+// fetch starts a download of shard at t for consumer origin. Its
+// completion time is set by flush.
+func (nd *node) fetch(shard int, t float64, demand bool, origin int) {
 	sh := &nd.c.Dataset.Shards[shard]
 	nd.state[shard] = inFlight
 	nd.demand[shard] = demand
-	nd.owner[shard] = -1
 	nd.usage += sh.Footprint
 	nd.peak = max(nd.peak, nd.usage)
 	nd.doneAt[shard] = math.Inf(1)
 	nd.bytes += sh.StoredBytes
 	nd.requests += int64(sh.Files)
 	nd.downloads += int64(sh.Files)
-	nd.pending = append(nd.pending, pend{shard: shard, t: t})
+	nd.pending = append(nd.pending, pend{shard: shard, t: t, origin: int32(origin)})
 }
 
 // flush puts the pending fetches on the link, in the order they were
-// started. Fetches started at the same instant (a prefetcher's burst, a
-// demand fetch beside it) reach the store in an order that is a race in
-// the real system (goroutines, connections, the store's own time to first
-// byte): each of them completes at the mean of the burst's FIFO
-// completions, its expected completion under a random order. The link is
-// busy until the last one as before.
+// started. The fetches one consumer starts at the same instant (its
+// prefetcher's burst, its reader's demand fetch beside it) reach the store
+// in an order that is a race in the real system (goroutines, connections,
+// the store's own time to first byte): each of them completes at the mean
+// of the burst's FIFO completions, its expected completion under a random
+// order. The bursts of different consumers at one instant (every worker's
+// first shard at the start) go in the consumers' order. The link is busy
+// until the last one as before.
 func (nd *node) flush() {
 	p := nd.pending
 	for i := 0; i < len(p); {
 		j, sum := i, 0.0
-		for ; j < len(p) && p[j].t == p[i].t; j++ {
+		for ; j < len(p) && p[j].t == p[i].t && p[j].origin == p[i].origin; j++ {
 			sum += nd.transferEnd(p[j].t, nd.c.Dataset.Shards[p[j].shard].StoredBytes)
 		}
 		mean := sum / float64(j-i)
@@ -449,7 +456,7 @@ func (nd *node) progress(s int, pos int64, t float64) {
 // demandFetch fetches an absent shard the consumer needs now, waiting
 // for in-flight downloads to make room when the cache is full (as a
 // demand reservation waits for space).
-func (nd *node) demandFetch(sh int, t float64) {
+func (nd *node) demandFetch(sh int, t float64, origin int) {
 	n := nd.c.Dataset.Shards[sh].Footprint
 	for nd.flush(); !nd.reserve(n, 0, true) && len(nd.events) > 0; nd.flush() {
 		ev := heap.Pop(&nd.events).(event)
@@ -459,7 +466,7 @@ func (nd *node) demandFetch(sh int, t float64) {
 	if nd.limit > 0 && nd.usage+n > nd.limit {
 		nd.overLimit++
 	}
-	nd.fetch(sh, t, true)
+	nd.fetch(sh, t, true, origin)
 }
 
 // release gives back the current step's leases.

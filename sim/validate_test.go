@@ -297,10 +297,11 @@ func TestValidateAgainstS3(t *testing.T) {
 		{"evicting", true, 30 * time.Millisecond, 8, true, 420_000, 0, false, false},
 		// The agent's shape: one iterator (and prefetcher) per DataLoader
 		// worker, each over its own order, sharing the cache and the link.
-		// The time to first batch is measured 30-110% above the
-		// simulated one (its requests race the workers' readers: see
-		// docs/input-bound.md), so it is only logged.
-		{"workers", true, 30 * time.Millisecond, 2, false, 0, 2, false, true},
+		// At the start every worker requests its first sample's shard and
+		// nothing else until that sample is out (prefetch.FirstEnd), the
+		// workers' requests in their order on the link.
+		{"workers", true, 30 * time.Millisecond, 2, false, 0, 2, false, false},
+		{"workers-4", true, 30 * time.Millisecond, 2, false, 0, 4, false, false},
 		// Under a cache of ~5 shards two workers get no prefetch budget
 		// (prefetch.Budget): they read on demand, and the simulated
 		// consumers read their batch when its step begins while the
@@ -344,6 +345,9 @@ func TestValidateAgainstS3(t *testing.T) {
 					t.Errorf("store under evictions: measured %d requests, %d bytes; simulated %d, %d: off by %.0f%%, more than %.0f%%",
 						m.requests, m.bytes, rep.StoreRequests, rep.StoreBytes, 100*eb, 100*evictTol)
 				}
+				if tc.workers > 0 {
+					checkStart(t, idx, c, m)
+				}
 				timing = timing[:0]
 				e1 := within(&timing, "time to first batch", m.firstBatch, rep.TimeToFirstBatchS)
 				if tc.noFirst {
@@ -379,3 +383,70 @@ func TestValidateAgainstS3(t *testing.T) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// checkStart checks the shard requests of a run with DataLoader workers
+// that reached the store before any response could be back (within the
+// store's latency of the first shard request): exactly the
+// workers' first shards, each once (the planner's worker orders), and not a
+// worker's next shard (before prefetch.FirstEnd a worker whose reader
+// waited for its first shard had its prefetcher fetch the next one too,
+// or not, as the goroutines raced: 3-4 requests for 2 workers).
+func checkStart(t *testing.T, idx *format.Index, c *sim.Config, m measured) {
+	t.Helper()
+	sizes := make([]int64, len(idx.Shards))
+	byName := map[string]int{}
+	for i, sh := range idx.Shards {
+		sizes[i] = int64(sh.Samples)
+		byName[sh.RawData.Basename] = i
+	}
+	opts := c.Plan
+	p, err := plan.New([]plan.Stream{{ShardSizes: sizes}}, &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := p.NewTracker().Begin(c.Shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := p.Epoch(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int]bool{}
+	for w := range c.Shape.WorkersPerRank {
+		ids, err := ep.Worker(0, 0, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if id >= 0 {
+				sh, _, err := p.Locate(id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want[sh] = true
+				break
+			}
+		}
+	}
+	var bound time.Time
+	for _, tm := range m.timings {
+		if _, ok := byName[filepath.Base(tm.Path)]; ok {
+			bound = tm.Arrived.Add(c.Store.Latency)
+			break
+		}
+	}
+	got := map[int]int{}
+	for _, tm := range m.timings {
+		if sh, ok := byName[filepath.Base(tm.Path)]; ok && tm.Arrived.Before(bound) {
+			got[sh]++
+		}
+	}
+	ok := len(got) == len(want)
+	for sh, n := range got {
+		ok = ok && want[sh] && n == 1
+	}
+	if !ok {
+		t.Errorf("shard requests before any shard could be there: %v (shard: requests), want the workers' first shards %v once each", got, want)
+	}
+}

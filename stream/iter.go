@@ -158,8 +158,10 @@ type Iterator struct {
 	pos atomic.Int64
 
 	// out is set once the first sample is delivered: until then the
-	// prefetcher fetches only its shard.
-	out atomic.Bool
+	// prefetcher fetches only its shard, the shard of the first sample at
+	// or after from (the position after the samples Skip passed).
+	out  atomic.Bool
+	from atomic.Int64
 
 	cur   *openShard
 	id    int64
@@ -263,6 +265,9 @@ func (it *Iterator) Skip(n int64) int64 {
 		if id >= 0 {
 			k++
 		}
+	}
+	if it.n == 0 {
+		it.from.Store(it.pos.Load())
 	}
 	return k
 }
@@ -514,12 +519,15 @@ func (it *Iterator) prefetch(ctx context.Context) {
 			it.noteAhead(-int64(n))
 		}
 		budget := it.d.prefetchBudget()
-		if !it.out.Load() {
-			budget = prefetch.FirstBudget(budget)
-		}
 		wp.ids = *it.view.Load()
+		n := int64(len(wp.ids))
+		if !it.out.Load() {
+			// Only the first sample's shard until it is out.
+			budget = prefetch.FirstBudget(budget)
+			n = prefetch.FirstEnd(wp, it.from.Load(), n)
+		}
 		for {
-			at, shard, ok := w.Next(wp, pos, int64(len(wp.ids)), budget)
+			at, shard, ok := w.Next(wp, pos, n, budget)
 			if !ok {
 				break
 			}

@@ -142,6 +142,26 @@ func Budget(limit, indexBytes, foot int64, consumers int) int {
 // one shard's download and not a share of many.
 func FirstBudget(budget int) int { return min(budget, 1) }
 
+// FirstEnd is the plan length a walk is given (Next's n) while its
+// consumer's first sample is not out: the end of the run of the first
+// sample at or after from (where the consumer's reading begins), so that
+// the walk names that sample's shard and nothing past it. A consumer that
+// waits for its first shard has moved past its first position, which
+// no longer counts ahead of it: without this bound FirstBudget let the
+// walk fetch the next shard too, and whether it did depended on whether
+// the consumer or its prefetcher came first. It returns n when no sample
+// lies in [from, n).
+func FirstEnd(p Plan, from, n int64) int64 {
+	for at := from; at < n; {
+		_, end, ok := p.ShardAt(at)
+		if ok {
+			return min(max(end, at+1), n)
+		}
+		at = max(end, at+1)
+	}
+	return n
+}
+
 // DefaultWindow is the window (stream's Predownload) when none is set:
 // MosaicML's 8 × batch size samples (64 without a batch size), widened to
 // keep conc shards of shardSamples samples each (the dataset's average)

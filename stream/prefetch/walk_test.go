@@ -126,3 +126,32 @@ func BenchmarkWalk(b *testing.B) {
 		w.Sync(pos)
 	}
 }
+
+// While a consumer's first sample is not out its walk is bounded to that
+// sample's run: the first sample at or after from, padding passed over.
+func TestFirstEnd(t *testing.T) {
+	p := &firstPlan{shards: []int{-1, -1, 3, 3, 5}}
+	for _, tc := range []struct{ from, n, want int64 }{
+		{0, 5, 3}, {2, 5, 3}, {3, 5, 4}, {4, 5, 5}, {0, 2, 2}, {5, 5, 5},
+	} {
+		if got := FirstEnd(p, tc.from, tc.n); got != tc.want {
+			t.Errorf("FirstEnd(from %d, n %d) = %d, want %d", tc.from, tc.n, got, tc.want)
+		}
+	}
+	// The walk then names the first sample's shard only, even when it is
+	// on its way and the consumer has moved past its position.
+	w := New(100)
+	w.Sync(3)
+	if at, sh, ok := w.Next(p, 3, FirstEnd(p, 0, 5), 1); ok {
+		t.Errorf("walk named shard %d at %d past the first sample's run", sh, at)
+	}
+}
+
+// firstPlan is one shard per position (-1: padding), nothing present.
+type firstPlan struct{ shards []int }
+
+func (p *firstPlan) ShardAt(at int64) (int, int64, bool) {
+	return p.shards[at], at + 1, p.shards[at] >= 0
+}
+func (p *firstPlan) Present(int) bool { return false }
+func (p *firstPlan) Stop() bool       { return false }
