@@ -1,0 +1,76 @@
+package nprand_test
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/sluicedata/sluice/nprand"
+)
+
+// TestCountLine compares CountLine with a plain loop of Uint64 draws:
+// the count, the hits in order, and the generator left behind (through
+// 32-bit draws, so a buffered half is compared too).
+func TestCountLine(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 1))
+	for it := range 3000 {
+		seed := uint64(r.IntN(50))
+		n := r.IntN(70)
+		if it%10 == 0 {
+			n = r.IntN(5000)
+		}
+		step := r.Int64N(1<<44) - 1<<30
+		k0 := r.Int64N(1<<54) - 1<<52 + int64(n)*max(step, 0)/2
+		lo, hi := r.Int64N(1<<50), r.Int64N(1<<50)
+		if it%3 == 0 {
+			lo, hi = 0, 0
+		}
+		a, b := nprand.New(seed), nprand.New(seed)
+		if it%2 == 1 {
+			a.Uint32()
+			b.Uint32()
+		}
+		var want int
+		var wantHits []nprand.LineHit
+		for k := range n {
+			v := int64(a.Uint64() >> 11)
+			line := k0 - int64(k)*step
+			if v < line {
+				want++
+			}
+			if v >= line-lo && v < line+hi {
+				wantHits = append(wantHits, nprand.LineHit{T: k, Value: uint64(v)})
+			}
+		}
+		got, hits := b.CountLine(n, k0, step, lo, hi, nil)
+		if got != want || !slices.Equal(hits, wantHits) {
+			t.Fatalf("case %d (n=%d k0=%d step=%d lo=%d hi=%d): count %d, %d hits; want %d, %d", it, n, k0, step, lo, hi, got, len(hits), want, len(wantHits))
+		}
+		for d := range 3 {
+			if x, y := a.Uint32(), b.Uint32(); x != y {
+				t.Fatalf("case %d: draw %d after the run %x, want %x", it, d, y, x)
+			}
+		}
+	}
+}
+
+// BenchmarkCountLine counts 4,096 draws against a line (a resume's count
+// of positions below a bound), against FillFloat64 of as many draws.
+func BenchmarkCountLine(b *testing.B) {
+	b.Run("line", func(b *testing.B) {
+		g := nprand.New(1)
+		var s int
+		for b.Loop() {
+			n, _ := g.CountLine(4096, 1<<52, 1<<40, 1<<20, 1<<20, nil)
+			s += n
+		}
+		_ = s
+	})
+	b.Run("fill", func(b *testing.B) {
+		g := nprand.New(1)
+		d := make([]float64, 4096)
+		for b.Loop() {
+			g.FillFloat64(d)
+		}
+	})
+}
