@@ -1,9 +1,14 @@
 package shuffle
 
 import (
+	"cmp"
+	"math"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
+
+	"github.com/sluicedata/sluice/nprand"
 )
 
 // jPos is an input's sort position and its node-relative index.
@@ -60,8 +65,7 @@ func (e *py1e) countKeep(c int, x0, x1 float64, kept []jPos) (int64, []jPos) {
 func (e *py1e) countSpans(from, to int, ns int64, x0, x1 float64, kept []jPos) (int64, []jPos) {
 	l := e.l
 	var below int64
-	var u [countChunk]float64
-	var in [countChunk]int32
+	var hits []nprand.LineHit
 	for i := from; i < to; i++ {
 		off := l.spanPos[i] - ns
 		z := l.spans[i].size()
@@ -80,38 +84,102 @@ func (e *py1e) countSpans(from, to int, ns int64, x0, x1 float64, kept []jPos) (
 		}
 		g := e.uniCk[i]
 		g.Advance(uint64(jb - off))
-		for j := jb; j < ja; j += int64(len(u)) {
-			uk := u[:min(int64(len(u)), ja-j)]
-			g.FillFloat64(uk)
-			var nk int
-			below, nk = countBelow(uk, j, lb, width, x0, x1, below, &in)
-			for _, t := range in[:nk] {
-				// Same expression as positions.
-				x := float64(j+int64(t)) + (lb + float64(width*uk[t]))
-				kept = append(kept, jPos{x, j + int64(t)})
-			}
+		var n int64
+		if n, kept, hits = countLine(g, jb, ja, lb, width, x0, x1, kept, hits); n < 0 {
+			n, kept = countFloat(g, jb, ja, lb, width, x0, x1, kept)
+		}
+		below += n
+	}
+	return below, kept
+}
+
+// countFloat counts the inputs j in [jb, ja) of a span whose position
+// (j + lb + width·u, u drawn from g in turn) is below x0, and appends those
+// in [x0, x1) to kept.
+func countFloat(g nprand.Generator, jb, ja int64, lb, width, x0, x1 float64, kept []jPos) (int64, []jPos) {
+	var below int64
+	var u [countChunk]float64
+	var in [countChunk]int32
+	for j := jb; j < ja; j += int64(len(u)) {
+		uk := u[:min(int64(len(u)), ja-j)]
+		g.FillFloat64(uk)
+		var nk int
+		below, nk = countBelow(uk, j, lb, width, x0, x1, below, &in)
+		for _, t := range in[:nk] {
+			// Same expression as positions.
+			x := float64(j+int64(t)) + (lb + float64(width*uk[t]))
+			kept = append(kept, jPos{x, j + int64(t)})
 		}
 	}
 	return below, kept
+}
+
+// countLine is countFloat on integers: the position j + (lb + width·u)
+// is non-decreasing in the draw's 53 bits r (u = r·2^-53, and rounding
+// never reverses an order), so "below x0" is r below a threshold that
+// falls by about 2^53/width per input. nprand's CountLine compares the
+// draws with that line as it makes them; the draws within a margin of it
+// (which covers every rounding of the position and of the line, a few
+// parts in 2^40 of the draws' range) or between the x0 and x1 lines come
+// back as hits and are resolved with the position's own floating-point
+// expression. It reports -1 when the line would not fit in integers (tiny
+// widths); countFloat serves those.
+func countLine(g nprand.Generator, jb, ja int64, lb, width, x0, x1 float64, kept []jPos, hits []nprand.LineHit) (int64, []jPos, []nprand.LineHit) {
+	n := ja - jb
+	step := 0x1p53 / width
+	if !(width >= 1) || n > 1<<40 {
+		return -1, kept, hits
+	}
+	x1 = max(x1, x0)
+	k0f := (x0 - lb - float64(jb)) * step
+	k1f := (x1 - lb - float64(jb)) * step
+	// Rounding of the position (three operations on magnitudes below mag)
+	// and of k0f, k1f and the integer slope, with a wide safety factor.
+	mag := math.Abs(x0) + math.Abs(x1) + math.Abs(lb) + math.Abs(float64(ja)) + width
+	marginF := 0x1p-44*mag*step + 2*float64(n) + 1<<20
+	if !(math.Abs(k0f)+math.Abs(k1f)+2*marginF+float64(n)*(step+1) < 0x1p61) {
+		return -1, kept, hits
+	}
+	s := int64(math.Round(step))
+	k0, k1 := int64(math.Round(k0f)), int64(math.Round(k1f))
+	margin := int64(marginF)
+	nb, hits := g.CountLine(int(n), k0, s, margin, k1-k0+margin, hits[:0])
+	below := int64(nb)
+	for _, h := range hits {
+		j := jb + int64(h.T)
+		// Same expressions as Float64 and positions.
+		v := float64(int64(h.Value)) * (1.0 / 9007199254740992.0)
+		x := float64(j) + (lb + float64(width*v))
+		fast := int64(h.Value) < k0-int64(h.T)*s // what CountLine counted
+		below += int64(b2i(x < x0) - b2i(fast))
+		if x >= x0 && x < x1 {
+			kept = append(kept, jPos{x, j})
+		}
+	}
+	return below, kept, hits
 }
 
 // countBelow adds to below the number of the positions j+t + (lb +
 // width·u[t]) that lie below x0, and writes the indices t of those in
 // [x0, x1) to in, returning their number. It has no branches: which side
 // of x0 a position falls is unpredictable.
+//
+// The index is converted per draw (float64(j+t)) rather than carried in a
+// float counter: a float add per draw would chain every iteration to the
+// previous one through its four-cycle latency.
 func countBelow(u []float64, j int64, lb, width, x0, x1 float64, below int64, in *[countChunk]int32) (int64, int) {
-	var nb, nk int
-	fj := float64(j)
+	// n0 counts the positions below x0 and n1 those below x1 (x1 >= x0,
+	// so n1 - n0 is the number kept so far).
+	x1 = max(x1, x0)
+	var n0, n1 int
 	for t, v := range u[:min(len(u), countChunk)] {
-		// Same expression as positions (float64(j) is exact for j < 2^53).
-		x := fj + (lb + float64(width*v))
-		fj++
-		lt := b2i(x < x0)
-		nb += lt
-		in[nk&(countChunk-1)] = int32(t)
-		nk += b2i(x < x1) &^ lt
+		// Same expression as positions (float64(j+t) is exact below 2^53).
+		x := float64(j+int64(t)) + (lb + float64(width*v))
+		in[(n1-n0)&(countChunk-1)] = int32(t)
+		n0 += b2i(x < x0)
+		n1 += b2i(x < x1)
 	}
-	return below + int64(nb), nk
+	return below + int64(n0), n1 - n0
 }
 
 // countChunk is the number of draws countSpans makes at a time.
@@ -122,4 +190,50 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// sortKept sorts kept, whose entries come in ascending j with positions in
+// [x0, x1), by (position, j): a stable counting sort on about len(kept)
+// equal slices of [x0, x1), then an insertion sort of each slice's few
+// entries (stable, so equal positions stay in j order). It replaces a
+// comparison sort of the ~20k entries a resume keeps.
+func sortKept(kept []jPos, x0, x1 float64) {
+	n := len(kept)
+	scale := float64(n) / (x1 - x0)
+	if n < 64 || !(scale > 0) || math.IsInf(scale, 0) {
+		slices.SortStableFunc(kept, func(u, v jPos) int { return cmp.Compare(u.p, v.p) })
+		return
+	}
+	// key is monotone in p: a float subtraction and multiplication by a
+	// positive constant never reverse an order, nor does truncation.
+	key := func(p float64) int { return min(max(int((p-x0)*scale), 0), n-1) }
+	cnt := make([]int32, n+1)
+	for _, x := range kept {
+		cnt[key(x.p)+1]++
+	}
+	for k := 1; k <= n; k++ {
+		cnt[k] += cnt[k-1]
+	}
+	tmp := make([]jPos, n)
+	for _, x := range kept {
+		k := key(x.p)
+		tmp[cnt[k]] = x
+		cnt[k]++
+	}
+	// cnt[k] is now the end of slice k; sort each slice in place.
+	start := 0
+	for k := range n {
+		end := int(cnt[k])
+		b := tmp[start:end]
+		for a := 1; a < len(b); a++ {
+			v := b[a]
+			y := a
+			for ; y > 0 && b[y-1].p > v.p; y-- {
+				b[y] = b[y-1]
+			}
+			b[y] = v
+		}
+		start = end
+	}
+	copy(kept, tmp)
 }
