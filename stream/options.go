@@ -55,10 +55,13 @@ type Options struct {
 	EpochSize int64
 	// Predownload is how many samples ahead of its consumer an Iterator
 	// fetches (predownload). Zero means 8·BatchSize (64 without one), as
-	// in MosaicML, or, when more, enough samples to keep
-	// PrefetchConcurrency shards of the average size downloading at once:
-	// a window smaller than that leaves a fast store idle (16 MB shards
-	// of 100 KB samples and batches of 32: 256 samples are 1.6 shards).
+	// in MosaicML, or, when more, 2·PrefetchConcurrency shards of the
+	// average size: room to keep PrefetchConcurrency downloading while
+	// the consumer waits for the nearest one. A window smaller than that
+	// leaves a fast store idle (16 MB shards of 100 KB samples and
+	// batches of 32: 256 samples are 1.6 shards; a window of exactly
+	// PrefetchConcurrency shards idles the slots of the fetches behind a
+	// late one).
 	Predownload int
 	// CacheLimit is the most bytes the cache directory may hold
 	// (cache_limit). Zero: no limit. ParseBytes reads "100gb" strings.

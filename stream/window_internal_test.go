@@ -10,7 +10,7 @@ import (
 )
 
 // TestPredownloadDefault: an unset Predownload is MosaicML's 8·BatchSize
-// unless PrefetchConcurrency average shards need more; a set one is kept;
+// unless 2·PrefetchConcurrency average shards need more; a set one is kept;
 // no shard size or concurrency overflows the window.
 func TestPredownloadDefault(t *testing.T) {
 	for _, c := range []struct {
@@ -20,9 +20,9 @@ func TestPredownloadDefault(t *testing.T) {
 	}{
 		{Options{BatchSize: 32}, 0, 256},
 		{Options{}, 0, 64},
-		{Options{BatchSize: 32}, 10, 256},   // 8 shards of 10 < 256
-		{Options{BatchSize: 32}, 160, 1280}, // 16 MB shards of 100 KB
-		{Options{BatchSize: 32, PrefetchConcurrency: 2}, 160, 320},
+		{Options{BatchSize: 32}, 10, 256},   // 16 shards of 10 < 256
+		{Options{BatchSize: 32}, 160, 2560}, // 16 MB shards of 100 KB
+		{Options{BatchSize: 32, PrefetchConcurrency: 2}, 160, 640},
 		{Options{BatchSize: 32, Predownload: 5}, 160, 5}, // the user's choice
 		{Options{BatchSize: 1, PrefetchConcurrency: math.MaxInt}, math.MaxInt32, math.MaxInt32},
 	} {
@@ -35,7 +35,7 @@ func TestPredownloadDefault(t *testing.T) {
 }
 
 // TestOpenSizesWindowToShards: Open records the dataset's average shard,
-// so that the default window keeps PrefetchConcurrency shards fetching.
+// so that the default window holds 2·PrefetchConcurrency shards.
 func TestOpenSizesWindowToShards(t *testing.T) {
 	dir := t.TempDir()
 	w, err := mds.NewWriter(dir, &mds.WriterOptions{Columns: map[string]string{"id": "int", "data": "bytes"}, SizeLimit: 64 << 10})
@@ -60,7 +60,7 @@ func TestOpenSizesWindowToShards(t *testing.T) {
 		t.Fatalf("%d shards, want at least 10 for the test", shards)
 	}
 	per := (200 + int64(shards) - 1) / int64(shards)
-	if got, want := ds.opts.predownload(), int(8*per); got != want {
-		t.Fatalf("window of %d shards of ~%d samples = %d, want %d (8 shards; 8·BatchSize is 16)", shards, per, got, want)
+	if got, want := ds.opts.predownload(), int(16*per); got != want {
+		t.Fatalf("window of %d shards of ~%d samples = %d, want %d (16 shards; 8·BatchSize is 16)", shards, per, got, want)
 	}
 }
