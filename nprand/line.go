@@ -18,7 +18,7 @@ type LineHit struct {
 //
 // It is a comparison of Float64 draws with a threshold that moves linearly
 // (how package shuffle counts the positions j + lb + width·u below a bound)
-// done on integers, fused with generation on four interleaved LCG lanes,
+// done on integers, fused with generation on two interleaved LCG lanes,
 // without storing the draws: callers choose lo and hi to cover both their
 // rounding and the draws they need exactly, and resolve the few hits with
 // floating point. k0, step, lo and hi must keep every k - lo and k + hi
@@ -27,54 +27,40 @@ func (g *Generator) CountLine(n int, k0, step, lo, hi int64, hits []LineHit) (in
 	w := uint64(lo + hi) // region [k - lo, k + hi): uint64(r - k + lo) < w
 	var below uint64
 	t := 0
-	if n >= 8 {
+	if n >= 4 {
+		// Two lanes hold states k+1 and k+2 and advance two steps at a
+		// time (x -> M²x + (M+1)·inc): few enough registers that nothing
+		// spills, and two independent multiply chains.
 		m2 := mul128(pcgMult, pcgMult)
 		c2 := mul128(add128(pcgMult, u128{0, 1}), g.inc)
-		m4 := mul128(m2, m2)
-		c4 := add128(mul128(c2, m2), c2)
 		s0 := add128(mul128(g.state, pcgMult), g.inc)
 		s1 := add128(mul128(s0, pcgMult), g.inc)
-		s2 := add128(mul128(s1, pcgMult), g.inc)
-		s3 := add128(mul128(s2, pcgMult), g.inc)
 		ah, al, bh, bl := s0.hi, s0.lo, s1.hi, s1.lo
-		ch, cl, dh, dl := s2.hi, s2.lo, s3.hi, s3.lo
-		step4 := 4 * step
-		k := k0
-		for end := n &^ 3; ; {
-			// e = r - k for the four draws t … t+3 (their lines are k,
-			// k-step, k-2·step, k-3·step).
-			e0 := int64(bits.RotateLeft64(ah^al, -int(ah>>58))>>11) - k
-			e1 := int64(bits.RotateLeft64(bh^bl, -int(bh>>58))>>11) - k + step
-			e2 := int64(bits.RotateLeft64(ch^cl, -int(ch>>58))>>11) - k + 2*step
-			e3 := int64(bits.RotateLeft64(dh^dl, -int(dh>>58))>>11) - k + 3*step
-			below += uint64(e0)>>63 + uint64(e1)>>63 + uint64(e2)>>63 + uint64(e3)>>63
-			if min(uint64(e0+lo), uint64(e1+lo), uint64(e2+lo), uint64(e3+lo)) < w {
-				hits = lineHits(hits, t, k, step, lo, w, e0, e1, e2, e3)
+		k := k0 - lo // d = r - (line - lo) = e + lo
+		for end := n &^ 1; ; {
+			// d = r - k + lo for draws t and t+1 (lines k and k-step).
+			d0 := int64(bits.RotateLeft64(ah^al, -int(ah>>58))>>11) - k
+			d1 := int64(bits.RotateLeft64(bh^bl, -int(bh>>58))>>11) - k + step
+			below += uint64(d0-lo)>>63 + uint64(d1-lo)>>63
+			if min(uint64(d0), uint64(d1)) < w {
+				hits = lineHits(hits, t, k+lo, step, lo, w, d0-lo, d1-lo)
 			}
-			t += 4
-			k -= step4
+			t += 2
 			if t == end {
 				break
 			}
+			k -= 2 * step
 			var c uint64
-			mh, ml := bits.Mul64(al, m4.lo)
-			mh += ah*m4.lo + al*m4.hi
-			al, c = bits.Add64(ml, c4.lo, 0)
-			ah, _ = bits.Add64(mh, c4.hi, c)
-			mh, ml = bits.Mul64(bl, m4.lo)
-			mh += bh*m4.lo + bl*m4.hi
-			bl, c = bits.Add64(ml, c4.lo, 0)
-			bh, _ = bits.Add64(mh, c4.hi, c)
-			mh, ml = bits.Mul64(cl, m4.lo)
-			mh += ch*m4.lo + cl*m4.hi
-			cl, c = bits.Add64(ml, c4.lo, 0)
-			ch, _ = bits.Add64(mh, c4.hi, c)
-			mh, ml = bits.Mul64(dl, m4.lo)
-			mh += dh*m4.lo + dl*m4.hi
-			dl, c = bits.Add64(ml, c4.lo, 0)
-			dh, _ = bits.Add64(mh, c4.hi, c)
+			mh, ml := bits.Mul64(al, m2.lo)
+			mh += ah*m2.lo + al*m2.hi
+			al, c = bits.Add64(ml, c2.lo, 0)
+			ah, _ = bits.Add64(mh, c2.hi, c)
+			mh, ml = bits.Mul64(bl, m2.lo)
+			mh += bh*m2.lo + bl*m2.hi
+			bl, c = bits.Add64(ml, c2.lo, 0)
+			bh, _ = bits.Add64(mh, c2.hi, c)
 		}
-		g.state = u128{dh, dl} // state after the last lane-d draw
+		g.state = u128{bh, bl} // state after the last lane-b draw
 	}
 	for ; t < n; t++ {
 		r := int64(g.Uint64() >> 11)
@@ -87,10 +73,10 @@ func (g *Generator) CountLine(n int, k0, step, lo, hi int64, hits []LineHit) (in
 	return int(below), hits
 }
 
-// lineHits appends the draws t … t+3 of CountLine that lie in the region
-// (e is each draw's r - k; the region is uint64(e + lo) < w).
-func lineHits(hits []LineHit, t int, k, step, lo int64, w uint64, e0, e1, e2, e3 int64) []LineHit {
-	for u, e := range [4]int64{e0, e1, e2, e3} {
+// lineHits appends the draws t and t+1 of CountLine that lie in the
+// region (e is each draw's r - k; the region is uint64(e + lo) < w).
+func lineHits(hits []LineHit, t int, k, step, lo int64, w uint64, e0, e1 int64) []LineHit {
+	for u, e := range [2]int64{e0, e1} {
 		if uint64(e+lo) < w {
 			hits = append(hits, LineHit{t + u, uint64(e + k - int64(u)*step)})
 		}

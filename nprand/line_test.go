@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/sluicedata/sluice/nprand"
 )
@@ -60,17 +61,55 @@ func BenchmarkCountLine(b *testing.B) {
 	b.Run("line", func(b *testing.B) {
 		g := nprand.New(1)
 		var s int
+		cpu := processCPU()
 		for b.Loop() {
 			n, _ := g.CountLine(4096, 1<<52, 1<<40, 1<<20, 1<<20, nil)
 			s += n
 		}
+		reportCPU(b, cpu)
 		_ = s
 	})
 	b.Run("fill", func(b *testing.B) {
 		g := nprand.New(1)
 		d := make([]float64, 4096)
+		cpu := processCPU()
 		for b.Loop() {
 			g.FillFloat64(d)
 		}
+		reportCPU(b, cpu)
 	})
+}
+
+// reportCPU reports the process CPU time per operation since start (the
+// benchmarks here run on one goroutine; wall time on a shared machine also
+// counts waiting for a core).
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
+}
+
+// TestSkipShuffleMatchesIntervals replays shuffles draw by draw with
+// Interval (numpy's random_interval loop) and compares the generator
+// SkipShuffle leaves, over sizes in every band up to 2^17, random
+// generators and both states of the buffered 32-bit half, and runs of
+// consecutive shuffles (as py1e skips a node's spans).
+func TestSkipShuffleMatchesIntervals(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 17))
+	for it := range 400 {
+		seed := r.Uint64()
+		a, b := nprand.New(seed), nprand.New(seed)
+		for range r.IntN(3) { // 0, 1 or 2 draws: with and without a buffered half
+			a.Uint32()
+			b.Uint32()
+		}
+		for range 1 + r.IntN(4) {
+			n := r.IntN(1 << (1 + r.IntN(17)))
+			for i := n - 1; i > 0; i-- {
+				a.Interval(uint64(i))
+			}
+			b.SkipShuffle(n)
+			if x, y := a.Uint32(), b.Uint32(); x != y {
+				t.Fatalf("case %d (seed %d, n=%d): next draw after the skip %x, want %x", it, seed, n, y, x)
+			}
+		}
+	}
 }
