@@ -43,3 +43,26 @@ func BenchmarkOpenShardBytes(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkScan summarises a 64 MB archive of 20 KB samples through a
+// seekable stream (the index build's path, without the store), digest
+// included.
+func BenchmarkScan(b *testing.B) {
+	var buf bytes.Buffer
+	w := wds.NewWriter(&buf)
+	n := 0
+	for buf.Len() < 64<<20 {
+		w.Write(fmt.Sprintf("s%08d", n), map[string][]byte{"jpg": make([]byte, 20<<10), "cls": []byte("7")})
+		n++
+	}
+	w.Close()
+	data := buf.Bytes()
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := wds.Scan(bytes.NewReader(data), nil)
+		if err != nil || s.Samples != n {
+			b.Fatal(s, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/tar")
+}
