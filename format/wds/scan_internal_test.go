@@ -2,7 +2,6 @@ package wds
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,7 +9,7 @@ import (
 
 // slowScan is Scan through archive/tar only.
 func slowScan(b []byte, opts *ReaderOptions) (Summary, error) {
-	h := sha256.New()
+	h := headerHash(HeaderDigest)
 	tee := &hashReader{r: bytes.NewReader(b), h: h}
 	rd := NewReader(&hashSeeker{hashReader: tee, sk: tee.r.(*bytes.Reader)}, opts)
 	rd.skip = true

@@ -25,8 +25,8 @@ func VerifyShard(dir string, k int, info *format.ShardInfo) (int, int64, error) 
 	for name, want := range info.RawData.Hashes {
 		var got string
 		switch {
-		case name == HeaderDigest:
-			s, err := Scan(bytes.NewReader(data), nil)
+		case headerHash(name) != nil:
+			s, err := scan(bytes.NewReader(data), nil, name)
 			if err != nil {
 				return 1, int64(len(data)), shardErr(k, info, err)
 			}
