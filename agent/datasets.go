@@ -228,29 +228,31 @@ func (a *Agent) openDataset(ctx context.Context, key string, spec agentapi.Datas
 	d.shardSchema = make([]int, n)
 	d.shardSamples = make([]int64, n)
 	d.shardBytes = make([]int64, n)
+	// Shards of a dataset nearly always share one configuration: the
+	// schema is built and compared once per run of shards with one
+	// configuration number, not for each of 40k shards (whose ShardInfo
+	// the stream then never makes).
 	var prev *format.ShardInfo
+	prevCfg, k := -1, 0
 	for i := range n {
-		si := ds.ShardInfo(i)
-		var k int
-		if prev != nil && sameSchemaFields(prev, si) {
-			// Shards of a dataset nearly always share one configuration:
-			// no schema to build and compare for each of 40k shards.
-			k = d.shardSchema[i-1]
-		} else {
-			s := schemaOf(si)
-			k = slices.IndexFunc(d.schemas, func(t agentapi.Schema) bool { return sameSchema(s, t) })
-			if k < 0 {
-				k = len(d.schemas)
-				d.schemas = append(d.schemas, s)
+		if cfg := ds.ShardConfig(i); cfg != prevCfg {
+			si := ds.ConfigInfo(cfg)
+			if prev == nil || !sameSchemaFields(prev, si) {
+				s := schemaOf(si)
+				k = slices.IndexFunc(d.schemas, func(t agentapi.Schema) bool { return sameSchema(s, t) })
+				if k < 0 {
+					k = len(d.schemas)
+					d.schemas = append(d.schemas, s)
+				}
 			}
+			if si.Format == "wds" && d.shardURLs == nil {
+				d.shardURLs = make([]string, n)
+			}
+			prev, prevCfg = si, cfg
 		}
-		prev = si
 		d.shardSchema[i] = k
-		d.shardSamples[i] = int64(si.Samples)
-		d.shardBytes[i] = si.RawData.Bytes
-		if si.Format == "wds" && d.shardURLs == nil {
-			d.shardURLs = make([]string, n)
-		}
+		d.shardSamples[i] = ds.ShardSamples(i)
+		d.shardBytes[i] = ds.ShardBytes(i)
 	}
 	for i := range d.shardURLs {
 		d.shardURLs[i] = ds.ShardURL(i)

@@ -154,6 +154,118 @@ func cutString(s string) (string, string) {
 	return s[w : w+int(n)], s[w+int(n):]
 }
 
+// Shard file kinds, for CompactIndex.File and FileHash.
+const (
+	// RawData is a shard's raw data file (ShardInfo.RawData).
+	RawData = int(fileRaw)
+	// ZipData is its compressed data file (ShardInfo.ZipData).
+	ZipData = int(fileZip)
+	// RawMeta is the raw meta file of a split format (ShardInfo.RawMeta).
+	RawMeta = int(fileRawMeta)
+	// ZipMeta is the compressed meta file (ShardInfo.ZipMeta).
+	ZipMeta = int(fileZipMeta)
+)
+
+// file returns shard i's record of the given kind, or nil.
+func (c *CompactIndex) file(i, kind int) *compactFile {
+	for k := c.fileOff[i]; k < c.fileOff[i+1]; k++ {
+		if f := &c.files[k]; int(f.kind&^hashesSet) == kind {
+			return f
+		}
+	}
+	return nil
+}
+
+// File returns the basename and size of shard i's file of the given kind
+// (RawData, ZipData, RawMeta or ZipMeta); ok is false when the shard has
+// no such file.
+func (c *CompactIndex) File(i, kind int) (name string, size int64, ok bool) {
+	f := c.file(i, kind)
+	if f == nil {
+		return "", 0, false
+	}
+	return c.arena[f.name : f.name+f.nlen], f.bytes, true
+}
+
+// FileHash returns the digest named algo of shard i's file of the given
+// kind as the index writes it ("" when the index has none).
+func (c *CompactIndex) FileHash(i, kind int, algo string) string {
+	f := c.file(i, kind)
+	if f == nil {
+		return ""
+	}
+	h := c.arena[f.hash : f.hash+f.hlen]
+	for len(h) > 0 {
+		var k, v string
+		k, h = cutString(h)
+		v, h = cutString(h)
+		if k == algo {
+			return v
+		}
+	}
+	return ""
+}
+
+// Config returns the number of shard i's writer configuration: shards
+// with the same number have the same fields except Samples and the files
+// (numbers run from 0 to NumConfigs()-1).
+func (c *CompactIndex) Config(i int) int { return int(c.config[i]) }
+
+// ConfigInfo returns configuration k (see Config) as a ShardInfo whose
+// Samples and files are zero. It is shared: the caller must treat it as
+// read-only.
+func (c *CompactIndex) ConfigInfo(k int) *ShardInfo { return &c.configs[k] }
+
+// SharedShard returns shard i as SharedIndex returns it: sharing its
+// configuration's slices and maps with the other shards of that
+// configuration (read-only for the caller).
+func (c *CompactIndex) SharedShard(i int) ShardInfo {
+	var s ShardInfo
+	c.shared(&s, i, nil, nil)
+	return s
+}
+
+// shared fills s with shard i sharing its configuration; the optional
+// file records go to slab's head when it has room (it returns the rest),
+// and empty digest maps are empty when it is set.
+func (c *CompactIndex) shared(s *ShardInfo, i int, slab []FileInfo, empty map[string]string) []FileInfo {
+	*s = c.configs[c.config[i]]
+	s.Version, s.Samples = 2, int(c.samples[i])
+	// No spare capacity: an append by the caller copies instead of
+	// writing into the other shards' slices.
+	s.Hashes, s.ColumnEncodings = slices.Clip(s.Hashes), slices.Clip(s.ColumnEncodings)
+	s.ColumnNames, s.ColumnSizes = slices.Clip(s.ColumnNames), slices.Clip(s.ColumnSizes)
+	for _, f := range c.files[c.fileOff[i]:c.fileOff[i+1]] {
+		var fi FileInfo
+		if f.kind&hashesSet != 0 && f.hlen == 0 && empty != nil {
+			fi = FileInfo{Basename: c.arena[f.name : f.name+f.nlen], Bytes: f.bytes, Hashes: empty}
+		} else {
+			fi = c.fileInfo(&f)
+		}
+		if f.kind&^hashesSet == fileRaw {
+			s.RawData = fi
+			continue
+		}
+		var p *FileInfo
+		if len(slab) > 0 {
+			p = &slab[0]
+			slab[0], slab = fi, slab[1:]
+		} else {
+			p = new(FileInfo)
+			*p = fi
+		}
+		switch f.kind &^ hashesSet {
+		case fileZip:
+			s.ZipData = p
+		case fileRawMeta:
+			s.RawMeta = p
+		case fileZipMeta:
+			s.ZipMeta = p
+		}
+	}
+	return slab
+}
+
 // SharedIndex returns the index as ParseIndex returns it, except that the
 // shards of one configuration share its slices and maps (column names,
 // encodings and sizes, shard hashes, columns, unknown keys), the files'
@@ -165,36 +277,7 @@ func (c *CompactIndex) SharedIndex() *Index {
 	slab := make([]FileInfo, len(c.files)) // the optional files (a little spare room)
 	empty := map[string]string{}
 	for i := range idx.Shards {
-		cfg := &c.configs[c.config[i]]
-		s := &idx.Shards[i]
-		*s = *cfg
-		s.Version, s.Samples = 2, int(c.samples[i])
-		// No spare capacity: an append by the caller copies instead of
-		// writing into the other shards' slices.
-		s.Hashes, s.ColumnEncodings = slices.Clip(s.Hashes), slices.Clip(s.ColumnEncodings)
-		s.ColumnNames, s.ColumnSizes = slices.Clip(s.ColumnNames), slices.Clip(s.ColumnSizes)
-		for _, f := range c.files[c.fileOff[i]:c.fileOff[i+1]] {
-			var fi FileInfo
-			if f.kind&hashesSet != 0 && f.hlen == 0 {
-				fi = FileInfo{Basename: c.arena[f.name : f.name+f.nlen], Bytes: f.bytes, Hashes: empty}
-			} else {
-				fi = c.fileInfo(&f)
-			}
-			if f.kind&^hashesSet == fileRaw {
-				s.RawData = fi
-				continue
-			}
-			p := &slab[0]
-			slab[0], slab = fi, slab[1:]
-			switch f.kind &^ hashesSet {
-			case fileZip:
-				s.ZipData = p
-			case fileRawMeta:
-				s.RawMeta = p
-			case fileZipMeta:
-				s.ZipMeta = p
-			}
-		}
+		slab = c.shared(&idx.Shards[i], i, slab, empty)
 	}
 	return idx
 }

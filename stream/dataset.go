@@ -10,8 +10,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicedata/sluice/cache"
@@ -57,7 +59,13 @@ type streamState struct {
 	bucket    storage.Bucket // nil: local only
 	dir       string         // absolute local directory of the stream
 	cds       *cache.Dataset // nil: local only
-	index     *format.Index
+	// compact is the parsed index.json; index holds a tar dataset's
+	// entries instead (built, or selected from its index).
+	compact *format.CompactIndex
+	index   *format.Index
+	// infos are the compact index's entries as ShardInfo, made on first
+	// use (a first batch touches a few of 40k shards).
+	infos     []atomic.Pointer[format.ShardInfo]
 	keepZip   bool
 	validate  string
 	firstShar int
@@ -70,7 +78,42 @@ type streamState struct {
 type shardRef struct {
 	stream int
 	local  int // shard ID within the stream
-	info   *format.ShardInfo
+}
+
+// numShards returns the stream's number of shards.
+func (st *streamState) numShards() int {
+	if st.compact != nil {
+		return st.compact.Len()
+	}
+	return len(st.index.Shards)
+}
+
+// info returns the stream's shard j as a ShardInfo (read-only: the shards
+// of one configuration share its slices).
+func (st *streamState) info(j int) *format.ShardInfo {
+	if st.compact == nil {
+		return &st.index.Shards[j]
+	}
+	if p := st.infos[j].Load(); p != nil {
+		return p
+	}
+	si := st.compact.SharedShard(j)
+	st.infos[j].CompareAndSwap(nil, &si)
+	return st.infos[j].Load()
+}
+
+// basename returns the raw data file of the stream's shard j.
+func (st *streamState) basename(j int) string {
+	if st.compact != nil {
+		return st.compact.Basename(j)
+	}
+	return st.index.Shards[j].RawData.Basename
+}
+
+// setCompact makes c the stream's index.
+func (st *streamState) setCompact(c *format.CompactIndex) {
+	st.compact, st.index = c, nil
+	st.infos = make([]atomic.Pointer[format.ShardInfo], c.Len())
 }
 
 // Open opens a dataset: it reads (downloading when missing) each stream's
@@ -119,10 +162,19 @@ func Open(ctx context.Context, opts *Options) (_ *Dataset, err error) {
 		}
 		st.firstShar = len(d.shards)
 		d.streams = append(d.streams, st)
-		sizes := make([]int64, len(st.index.Shards))
-		for j := range st.index.Shards {
-			sizes[j] = int64(st.index.Shards[j].Samples)
-			d.shards = append(d.shards, shardRef{stream: i, local: j, info: &st.index.Shards[j]})
+		n := st.numShards()
+		var sizes []int64
+		if st.compact != nil {
+			sizes = st.compact.SampleCounts()
+		} else {
+			sizes = make([]int64, n)
+			for j := range sizes {
+				sizes[j] = int64(st.index.Shards[j].Samples)
+			}
+		}
+		d.shards = slices.Grow(d.shards, n)
+		for j := range n {
+			d.shards = append(d.shards, shardRef{stream: i, local: j})
 		}
 		planStreams = append(planStreams, plan.Stream{ShardSizes: sizes, Proportion: s.Proportion, Repeat: s.Repeat, Choose: s.Choose})
 	}
@@ -240,14 +292,13 @@ func (d *Dataset) openStream(ctx context.Context, o *Options, s Stream) (*stream
 			st.dir, st.index = root, idx
 			return st, nil
 		}
-		b, err := os.ReadFile(filepath.Join(st.dir, format.IndexFile))
+		name := filepath.Join(st.dir, format.IndexFile)
+		c, _, err := readIndexFile(name)
 		if err != nil {
-			return nil, fmt.Errorf("stream: %w", err)
-		}
-		if st.index, err = parseIndex(filepath.Join(st.dir, format.IndexFile), b); err != nil {
 			return nil, err
 		}
-		if err := checkRatios(filepath.Join(st.dir, format.IndexFile), st.index, o.MaxCompressionRatio); err != nil {
+		st.setCompact(c)
+		if err := checkRatios(name, st, o.MaxCompressionRatio); err != nil {
 			return nil, err
 		}
 		return st, nil
@@ -278,12 +329,11 @@ func (d *Dataset) openStream(ctx context.Context, o *Options, s Stream) (*stream
 	}
 	st.bucket = b
 	st.dir = filepath.Join(d.cache.Dir(), filepath.FromSlash(rel))
-	idx, n, err := d.loadIndex(ctx, st, rel)
+	n, err := d.loadIndex(ctx, st, rel)
 	if err != nil {
 		return nil, err
 	}
-	st.index = idx
-	if err := checkRatios(b.URL(format.IndexFile), idx, o.MaxCompressionRatio); err != nil {
+	if err := checkRatios(b.URL(format.IndexFile), st, o.MaxCompressionRatio); err != nil {
 		return nil, err
 	}
 	d.indexBytes += n
@@ -308,20 +358,7 @@ func (d *Dataset) openStream(ctx context.Context, o *Options, s Stream) (*stream
 			return err
 		},
 	}
-	// The shards' cache records in one array and their files in another
-	// (two allocations, not one per shard).
-	nfiles := 0
-	for i := range idx.Shards {
-		nfiles++
-		if idx.Shards[i].RawMeta != nil {
-			nfiles++
-		}
-	}
-	src.Shards = make([]cache.Shard, len(idx.Shards))
-	files := make([]cache.File, 0, nfiles)
-	for i := range idx.Shards {
-		src.Shards[i], files = st.cacheShard(&idx.Shards[i], files)
-	}
+	src.Shards = st.cacheShards()
 	st.cds, err = d.cache.Add(ctx, src)
 	if err != nil {
 		return nil, fmt.Errorf("stream: %w", err)
@@ -367,39 +404,55 @@ func (d *Dataset) streamRel(o *Options, s Stream) (string, error) {
 	return filepath.ToSlash(rel), nil
 }
 
-// loadIndex returns a remote stream's index: the cached copy when there
-// is one (as MosaicML does, even if stale), else downloaded and cached.
-func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (*format.Index, int64, error) {
+// loadIndex reads a remote stream's index into st: the cached copy when
+// there is one (as MosaicML does, even if stale), else downloaded and
+// cached. It returns the index's size in the cache (-1 for a tar
+// dataset's). A cached index.json is parsed as it is read, never held
+// whole.
+func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (int64, error) {
 	local := filepath.Join(st.dir, format.IndexFile)
-	b, err := os.ReadFile(local)
+	var b []byte
+	var err error
+	if st.tar != nil {
+		b, err = os.ReadFile(local)
+	} else {
+		_, err = os.Stat(local)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		b, err = readStreamIndex(ctx, capIndex(st.bucket, d.opts.MaxIndexBytes), st.tar)
 		if err != nil {
-			return nil, 0, fmt.Errorf("stream: read index: %w", err)
+			return 0, fmt.Errorf("stream: read index: %w", err)
 		}
 		idx, err := parseIndex(st.bucket.URL(format.IndexFile), b)
 		if err != nil {
-			return nil, 0, err
+			return 0, err
 		}
 		// Fail before caching anything when the limit cannot hold the
 		// index plus one shard leased and one being fetched.
 		if lim := d.cache.Limit(); lim > 0 {
 			var foot int64
-			for i := range idx.Shards {
-				var n int64
-				for _, f := range idx.Shards[i].Files() {
-					n += f.Bytes
+			for i := range idx.Len() {
+				_, raw, _ := idx.File(i, format.RawData)
+				_, zip, zipped := idx.File(i, format.ZipData)
+				_, rawMeta, _ := idx.File(i, format.RawMeta)
+				_, zipMeta, zippedMeta := idx.File(i, format.ZipMeta)
+				// ShardInfo.Files (the compressed forms where there
+				// are), plus the raw forms of a compressed shard.
+				data, meta := raw, rawMeta
+				if zipped {
+					data = zip
 				}
-				if idx.Shards[i].ZipData != nil {
-					n += idx.Shards[i].RawData.Bytes
-					if idx.Shards[i].RawMeta != nil {
-						n += idx.Shards[i].RawMeta.Bytes
-					}
+				if zippedMeta {
+					meta = zipMeta
+				}
+				n := data + meta
+				if zipped {
+					n += raw + rawMeta
 				}
 				foot = max(foot, n)
 			}
 			if need := int64(len(b)) + 2*foot; need > lim {
-				return nil, 0, fmt.Errorf("stream: %w", &cache.LimitError{Dir: d.cache.Dir(), Limit: lim, Min: need,
+				return 0, fmt.Errorf("stream: %w", &cache.LimitError{Dir: d.cache.Dir(), Limit: lim, Min: need,
 					Reason: fmt.Sprintf("the index (%d bytes) plus one leased shard and one being fetched, of up to %d bytes each", len(b), foot)})
 			}
 		}
@@ -423,11 +476,11 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (*
 		err = d.cache.WriteFile(ctx, filepath.ToSlash(filepath.Join(rel, format.IndexFile)), b)
 		if errors.Is(err, cache.ErrBusy) {
 			// Another process on the node is caching the same index.
-			idx, err := parseIndex(st.bucket.URL(format.IndexFile), b)
-			return idx, int64(len(b)), err
+			st.setCompact(idx)
+			return int64(len(b)), nil
 		}
 		if err != nil {
-			return nil, 0, fmt.Errorf("stream: %w", err)
+			return 0, fmt.Errorf("stream: %w", err)
 		}
 		d.bg.Add(1)
 		go func() {
@@ -445,83 +498,168 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (*
 				_ = d.cache.WriteFile(wctx, filepath.ToSlash(filepath.Join(rel, format.IndexFile+indexETagSuffix)), []byte(info.ETag))
 			}
 		}()
+		st.setCompact(idx)
+		return int64(len(b)), nil
 	} else if err != nil {
-		return nil, 0, fmt.Errorf("stream: %w", err)
+		return 0, fmt.Errorf("stream: %w", err)
 	} else if st.tar != nil {
 		// The cached index is a selection of the store's (or built).
 		if err := checkTarIndexFresh(ctx, st.bucket, local, b, st.tar); err != nil {
-			return nil, 0, err
+			return 0, err
 		}
-	} else {
-		if err := checkIndexFresh(ctx, st.bucket, local); err != nil {
-			return nil, 0, err
+		idx, err := parseIndex(local, b)
+		if err != nil {
+			return 0, err
 		}
+		st.setCompact(idx)
+		return int64(len(b)), nil
 	}
-	idx, err := parseIndex(local, b)
-	return idx, int64(len(b)), err
+	if err := checkIndexFresh(ctx, st.bucket, local); err != nil {
+		return 0, err
+	}
+	idx, size, err := readIndexFile(local)
+	if err != nil {
+		return 0, err
+	}
+	st.setCompact(idx)
+	return size, nil
 }
 
-// parseIndex parses an index.json. Its shards share what their writer
-// configuration has in common (format.CompactIndex.SharedIndex: a few
-// allocations for 40k shards instead of seven per shard); the stream
-// only reads them.
-func parseIndex(name string, b []byte) (*format.Index, error) {
+// parseIndex parses an index.json named name (its URL or path, for
+// errors) into the compact layout: the stream makes a shard's ShardInfo
+// only when it uses it (streamState.info).
+func parseIndex(name string, b []byte) (*format.CompactIndex, error) {
 	c, err := format.ParseCompactIndex(b)
-	var idx *format.Index
-	if err == nil {
-		idx = c.SharedIndex()
-	}
 	if err != nil {
 		if looksLikeHTML(b) {
 			return nil, fmt.Errorf("stream: %s: %w", name, ErrHTML)
 		}
 		return nil, fmt.Errorf("stream: %s: %w", name, err)
 	}
-	if len(idx.Shards) == 0 {
+	if c.Len() == 0 {
 		return nil, fmt.Errorf("stream: %s: no shards", name)
 	}
-	return idx, nil
+	return c, nil
 }
 
-// cacheShard describes a shard's files to the cache, appending them to
-// files (the shard's Files are that slice's new tail, without spare
-// capacity) and returning the longer slice.
-func (st *streamState) cacheShard(si *format.ShardInfo, files []cache.File) (cache.Shard, []cache.File) {
-	file := func(raw format.FileInfo, zip *format.FileInfo) cache.File {
-		f := cache.File{Raw: raw.Basename, RawBytes: raw.Bytes}
-		check := raw
-		if zip != nil {
-			f.Zip, f.ZipBytes, f.Compression = zip.Basename, zip.Bytes, si.Compression
-			check = *zip
+// readIndexFile parses the index.json at path as it reads it, its
+// columns sized from the file's length, with parseIndex's errors. It
+// returns the file's size.
+func readIndexFile(path string) (*format.CompactIndex, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, fmt.Errorf("stream: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, fmt.Errorf("stream: %w", err)
+	}
+	c, err := format.ReadCompactIndexSize(f, fi.Size())
+	if err != nil {
+		head := make([]byte, 512)
+		n, _ := f.ReadAt(head, 0)
+		if looksLikeHTML(head[:n]) {
+			return nil, 0, fmt.Errorf("stream: %s: %w", path, ErrHTML)
 		}
-		if st.validate != "" {
-			algo, want := st.validate, check.Hashes[st.validate]
-			name := check.Basename
-			f.Verify = func(r io.Reader) error {
-				if want == "" {
-					return fmt.Errorf("validate_hash %s: the index has no %s digest for %s", algo, algo, name)
-				}
-				h, err := hashing.New(algo)
-				if err != nil {
-					return err
-				}
-				if _, err := io.Copy(h, r); err != nil {
-					return err
-				}
-				if got := hex.EncodeToString(h.Sum(nil)); got != want {
-					return fmt.Errorf("checksum failure: %s %s, the index says %s", algo, got, want)
-				}
-				return nil
+		return nil, 0, fmt.Errorf("stream: %s: %w", path, err)
+	}
+	if c.Len() == 0 {
+		return nil, 0, fmt.Errorf("stream: %s: no shards", path)
+	}
+	return c, fi.Size(), nil
+}
+
+// file returns the basename and size of the stream's shard j's file of
+// the given kind (format.RawData, ZipData, RawMeta or ZipMeta); ok is
+// false when the shard has none.
+func (st *streamState) file(j, kind int) (name string, size int64, ok bool) {
+	if st.compact != nil {
+		return st.compact.File(j, kind)
+	}
+	si := &st.index.Shards[j]
+	fi := [...]*format.FileInfo{&si.RawData, si.ZipData, si.RawMeta, si.ZipMeta}[kind]
+	if fi == nil {
+		return "", 0, false
+	}
+	return fi.Basename, fi.Bytes, true
+}
+
+// fileHash returns the digest algo of shard j's file of the given kind.
+func (st *streamState) fileHash(j, kind int, algo string) string {
+	if st.compact != nil {
+		return st.compact.FileHash(j, kind, algo)
+	}
+	si := &st.index.Shards[j]
+	if fi := [...]*format.FileInfo{&si.RawData, si.ZipData, si.RawMeta, si.ZipMeta}[kind]; fi != nil {
+		return fi.Hashes[algo]
+	}
+	return ""
+}
+
+// compression returns shard j's compression ("" for none).
+func (st *streamState) compression(j int) string {
+	if st.compact != nil {
+		return st.compact.ConfigInfo(st.compact.Config(j)).Compression
+	}
+	return st.index.Shards[j].Compression
+}
+
+// cacheShards describes the stream's shards to the cache: their records
+// in one array and their files in another (two allocations, not one per
+// shard), read from the compact index without making any ShardInfo.
+func (st *streamState) cacheShards() []cache.Shard {
+	n := st.numShards()
+	nfiles := n
+	for j := range n {
+		if _, _, ok := st.file(j, format.RawMeta); ok {
+			nfiles++
+		}
+	}
+	shards := make([]cache.Shard, n)
+	files := make([]cache.File, 0, nfiles)
+	for j := range n {
+		start := len(files)
+		files = append(files, st.cacheFile(j, format.RawData, format.ZipData))
+		if _, _, ok := st.file(j, format.RawMeta); ok {
+			files = append(files, st.cacheFile(j, format.RawMeta, format.ZipMeta))
+		}
+		// No spare capacity: the shard's files are that slice's tail.
+		shards[j] = cache.Shard{Files: files[start:len(files):len(files)]}
+	}
+	return shards
+}
+
+// cacheFile describes one file of shard j to the cache: its raw form of
+// kind raw and, if the shard has it, its compressed form of kind zip.
+func (st *streamState) cacheFile(j, raw, zip int) cache.File {
+	name, size, _ := st.file(j, raw)
+	f := cache.File{Raw: name, RawBytes: size}
+	check, checkKind := name, raw
+	if zname, zsize, ok := st.file(j, zip); ok {
+		f.Zip, f.ZipBytes, f.Compression = zname, zsize, st.compression(j)
+		check, checkKind = zname, zip
+	}
+	if st.validate != "" {
+		algo, want := st.validate, st.fileHash(j, checkKind, st.validate)
+		f.Verify = func(r io.Reader) error {
+			if want == "" {
+				return fmt.Errorf("validate_hash %s: the index has no %s digest for %s", algo, algo, check)
 			}
+			h, err := hashing.New(algo)
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(h, r); err != nil {
+				return err
+			}
+			if got := hex.EncodeToString(h.Sum(nil)); got != want {
+				return fmt.Errorf("checksum failure: %s %s, the index says %s", algo, got, want)
+			}
+			return nil
 		}
-		return f
 	}
-	start := len(files)
-	files = append(files, file(si.RawData, si.ZipData))
-	if si.RawMeta != nil {
-		files = append(files, file(*si.RawMeta, si.ZipMeta))
-	}
-	return cache.Shard{Files: files[start:len(files):len(files)]}, files
+	return f
 }
 
 // Close releases the dataset's buckets and, unless it was shared, its
@@ -569,8 +707,56 @@ func (d *Dataset) Planner() *plan.Planner { return d.planner }
 // Cache returns the dataset's cache; nil when every stream is local.
 func (d *Dataset) Cache() *cache.Cache { return d.cache }
 
+// ShardSamples returns the number of samples of a global shard.
+func (d *Dataset) ShardSamples(shard int) int64 {
+	ref := d.shards[shard]
+	st := d.streams[ref.stream]
+	if st.compact != nil {
+		return int64(st.compact.ShardSamples(ref.local))
+	}
+	return int64(st.index.Shards[ref.local].Samples)
+}
+
+// ShardBytes returns the size of a global shard's raw data file.
+func (d *Dataset) ShardBytes(shard int) int64 {
+	ref := d.shards[shard]
+	_, n, _ := d.streams[ref.stream].file(ref.local, format.RawData)
+	return n
+}
+
+// ShardConfig returns a number for a global shard's writer configuration
+// (the fields of its ShardInfo but Samples and the files): shards with
+// the same number have equal such fields. Numbers are in [0, NumShards);
+// ConfigInfo describes them. It reads no more than the compact index (a
+// server describing 40k shards makes no ShardInfo for them).
+func (d *Dataset) ShardConfig(shard int) int {
+	ref := d.shards[shard]
+	st := d.streams[ref.stream]
+	if st.compact != nil {
+		return st.firstShar + st.compact.Config(ref.local)
+	}
+	return shard // one per shard
+}
+
+// ConfigInfo returns a ShardInfo with configuration k (see ShardConfig);
+// only its configuration fields are meaningful. It is shared: read-only.
+func (d *Dataset) ConfigInfo(k int) *format.ShardInfo {
+	for _, st := range d.streams {
+		if k >= st.firstShar && k < st.firstShar+st.numShards() {
+			if st.compact != nil {
+				return st.compact.ConfigInfo(k - st.firstShar)
+			}
+			return &st.index.Shards[k-st.firstShar]
+		}
+	}
+	return nil
+}
+
 // ShardInfo returns the index entry of a global shard.
-func (d *Dataset) ShardInfo(shard int) *format.ShardInfo { return d.shards[shard].info }
+func (d *Dataset) ShardInfo(shard int) *format.ShardInfo {
+	ref := d.shards[shard]
+	return d.streams[ref.stream].info(ref.local)
+}
 
 // Get returns the decoded sample with global ID i (negative i counts from
 // the end), fetching its shard if needed.

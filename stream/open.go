@@ -194,19 +194,19 @@ func looksLikeHTML(b []byte) bool {
 	return bytes.Contains(head, []byte("<html"))
 }
 
-// checkRatios fails when a compressed shard of idx claims more raw bytes
+// checkRatios fails when a compressed shard of st claims more raw bytes
 // than the compression ratio cap allows (a decompression bomb, or a lying
 // index), before any space is reserved for it.
-func checkRatios(name string, idx *format.Index, maxRatio int64) error {
-	for k := range idx.Shards {
-		si := &idx.Shards[k]
-		pairs := [][2]*format.FileInfo{{&si.RawData, si.ZipData}, {si.RawMeta, si.ZipMeta}}
-		for _, p := range pairs {
-			if p[0] == nil || p[1] == nil {
+func checkRatios(name string, st *streamState, maxRatio int64) error {
+	for k := range st.numShards() {
+		for _, p := range [2][2]int{{format.RawData, format.ZipData}, {format.RawMeta, format.ZipMeta}} {
+			_, raw, ok := st.file(k, p[0])
+			zname, zip, zok := st.file(k, p[1])
+			if !ok || !zok {
 				continue
 			}
-			if err := compress.CheckRatio(p[1].Bytes, p[0].Bytes, maxRatio); err != nil {
-				return fmt.Errorf("stream: %s: shard %d (%s): %w", name, k, p[1].Basename, err)
+			if err := compress.CheckRatio(zip, raw, maxRatio); err != nil {
+				return fmt.Errorf("stream: %s: shard %d (%s): %w", name, k, zname, err)
 			}
 		}
 	}

@@ -124,8 +124,9 @@ func (o *openShard) close() {
 func (d *Dataset) open(ctx context.Context, shard int, early bool) (*openShard, bool, error) {
 	ref := d.shards[shard]
 	st := d.streams[ref.stream]
+	info := st.info(ref.local)
 	o := &openShard{shard: shard}
-	if ref.info.Format == wds.Format {
+	if info.Format == wds.Format {
 		o.url = d.ShardURL(shard)
 	}
 	hit := true
@@ -145,20 +146,20 @@ func (d *Dataset) open(ctx context.Context, shard int, early bool) (*openShard, 
 		hit = l.Hit()
 		o.lease = l
 		o.path = l.Path(0)
-		if ref.info.RawMeta != nil {
+		if info.RawMeta != nil {
 			o.meta = l.Path(1)
 		}
 		// The lease may have come before the shard's files were synced
 		// and renamed into place: read them where they are now.
 		meta := ""
-		if ref.info.RawMeta != nil {
+		if info.RawMeta != nil {
 			meta = l.ReadPath(1)
 		}
-		r, err := d.openFormat(l.ReadPath(0), meta, ref.info)
+		r, err := d.openFormat(l.ReadPath(0), meta, info)
 		if errors.Is(err, fs.ErrNotExist) {
 			// Renamed meanwhile: the same bytes are now in place.
 			if err = l.Committed(ctx); err == nil {
-				r, err = d.openFormat(o.path, o.meta, ref.info)
+				r, err = d.openFormat(o.path, o.meta, info)
 			}
 		}
 		if err != nil {
@@ -168,18 +169,18 @@ func (d *Dataset) open(ctx context.Context, shard int, early bool) (*openShard, 
 		o.r = r
 		return o, hit, nil
 	} else {
-		p, err := st.localRaw(ref.info)
+		p, err := st.localRaw(info)
 		if err != nil {
 			return nil, false, fmt.Errorf("stream: shard %d: %w", shard, err)
 		}
 		o.path = p
-		if ref.info.RawMeta != nil {
-			if o.meta, err = st.localFile(ref.info, *ref.info.RawMeta, ref.info.ZipMeta); err != nil {
+		if info.RawMeta != nil {
+			if o.meta, err = st.localFile(info, *info.RawMeta, info.ZipMeta); err != nil {
 				return nil, false, fmt.Errorf("stream: shard %d: %w", shard, err)
 			}
 		}
 	}
-	r, err := d.openFormat(o.path, o.meta, ref.info)
+	r, err := d.openFormat(o.path, o.meta, info)
 	if err != nil {
 		o.close()
 		return nil, false, fmt.Errorf("stream: shard %d: %w", shard, err)

@@ -115,9 +115,9 @@ func (d *Dataset) ShardURL(shard int) string {
 	ref := d.shards[shard]
 	st := d.streams[ref.stream]
 	if st.bucket == nil {
-		return filepath.Join(st.dir, filepath.FromSlash(ref.info.RawData.Basename))
+		return filepath.Join(st.dir, filepath.FromSlash(st.basename(ref.local)))
 	}
-	return storage.RedactURL(strings.TrimPrefix(st.bucket.URL(ref.info.RawData.Basename), "file://"))
+	return storage.RedactURL(strings.TrimPrefix(st.bucket.URL(st.basename(ref.local)), "file://"))
 }
 
 // tarIndexCache keeps each tar shard file's scanned sample layout, keyed by
