@@ -58,7 +58,7 @@ func TestCompactAccessors(t *testing.T) {
 			if !reflect.DeepEqual(cfg, want) {
 				t.Fatalf("index %d shard %d: ConfigInfo %+v, want %+v", n, i, cfg, want)
 			}
-			if i > 0 && (c.Config(i) == c.Config(i-1)) != reflect.DeepEqual(*c.ConfigInfo(c.Config(i)), *c.ConfigInfo(c.Config(i-1))) {
+			if i > 0 && (c.Config(i) == c.Config(i-1)) != reflect.DeepEqual(*c.ConfigInfo(c.Config(i)), *c.ConfigInfo(c.Config(i - 1))) {
 				t.Fatalf("index %d shard %d: configuration numbers disagree with their contents", n, i)
 			}
 		}

@@ -55,10 +55,10 @@ type Dataset struct {
 
 // streamState is one opened stream.
 type streamState struct {
-	remote    string
-	bucket    storage.Bucket // nil: local only
-	dir       string         // absolute local directory of the stream
-	cds       *cache.Dataset // nil: local only
+	remote string
+	bucket storage.Bucket // nil: local only
+	dir    string         // absolute local directory of the stream
+	cds    *cache.Dataset // nil: local only
 	// compact is the parsed index.json; index holds a tar dataset's
 	// entries instead (built, or selected from its index).
 	compact *format.CompactIndex
