@@ -392,7 +392,7 @@ func (c *conn) begin(ctx context.Context, req agentapi.Begin) (agentapi.Begun, e
 	id := c.nextID
 	c.iters[id] = it
 	c.mu.Unlock()
-	c.feedBegun(id, h.ds, spec)
+	c.feedBegun(id, h.ds, spec, ahead > 0)
 	out := agentapi.Begun{
 		Op:                   agentapi.OpBegin,
 		Iter:                 id,

@@ -40,14 +40,24 @@ type feedIter struct {
 	transforms map[string]ColumnTransform
 	plans      map[int]*feedSchema
 	pending    []location
-	done       bool
-	files      map[string]*os.File
-	scratch    []byte
-	meta       []byte
-	hole       []byte // stands in for values read later (only its length counts)
-	slots      []*feedSlot
-	lastSlot   *int // the connection's counter
-	retired    []int
+	// copyOut: under a cache limit, the records of pending samples are
+	// copied into held (recs[i] is pending[i]'s record) and their shard
+	// leases released as soon as they are taken, so that a batch that
+	// spans more shards than the limit leaves room for never pins them
+	// all while it fills (the producer waits for room to fetch the next
+	// one). Without a limit the batch reads its records straight from the
+	// leased shards into its memory (one copy less).
+	copyOut  bool
+	recs     [][]byte
+	held     []byte // the arena recs point into
+	done     bool
+	files    map[string]*os.File
+	scratch  []byte
+	meta     []byte
+	hole     []byte // stands in for values read later (only its length counts)
+	slots    []*feedSlot
+	lastSlot *int // the connection's counter
+	retired  []int
 }
 
 // feedSlot is a reusable memory file of an iteration, mapped here.
@@ -69,13 +79,14 @@ const maxFeedSlots = 8
 const minFeedSlot = 1 << 20
 
 // feedBegun registers a begun iteration for feed requests.
-func (c *conn) feedBegun(id int, ds *sharedDataset, spec plan.EpochSpec) {
+func (c *conn) feedBegun(id int, ds *sharedDataset, spec plan.EpochSpec, limited bool) {
 	c.feed.mu.Lock()
 	defer c.feed.mu.Unlock()
 	if c.feed.iters == nil {
 		c.feed.iters = map[int]*feedIter{}
 	}
-	c.feed.iters[id] = &feedIter{ds: ds, sample: FeedSample{Epoch: spec.Epoch, Seed: seedOf(spec)}, lastSlot: &c.feed.lastSlot}
+	c.feed.iters[id] = &feedIter{ds: ds, sample: FeedSample{Epoch: spec.Epoch, Seed: seedOf(spec)}, lastSlot: &c.feed.lastSlot,
+		copyOut: limited}
 }
 
 // feedEnd drops an iteration's feed state and its leases.
@@ -106,7 +117,7 @@ func (c *conn) feedEndAll() {
 
 func (fi *feedIter) close() {
 	releaseLocs(fi.pending)
-	fi.pending = nil
+	fi.pending, fi.recs, fi.held = nil, nil, nil
 	fi.closeFiles(nil)
 	for _, sl := range fi.slots {
 		sl.close()
@@ -261,6 +272,12 @@ func (c *conn) feedNext(ctx context.Context, f agentapi.Frame) (any, []byte, err
 		if err != nil {
 			return nil, nil, err
 		}
+		if fi.copyOut {
+			if err := fi.copyRecords(locs); err != nil {
+				releaseLocs(locs)
+				return nil, nil, err
+			}
+		}
 		fi.pending = append(fi.pending, locs...)
 		fi.done = done
 		if len(locs) == 0 && !done {
@@ -276,8 +293,17 @@ func (c *conn) feedNext(ctx context.Context, f agentapi.Frame) (any, []byte, err
 	k := min(n, len(fi.pending))
 	batch := fi.pending[:k:k]
 	fi.pending = fi.pending[k:]
-	hdr, fd, err := fi.assemble(batch)
+	var recs [][]byte
+	if fi.copyOut {
+		recs = fi.recs[:k:k]
+		fi.recs = fi.recs[k:]
+	}
+	hdr, fd, err := fi.assemble(batch, recs)
 	releaseLocs(batch)
+	if len(fi.pending) == 0 {
+		// Nothing points into the arena any more: reuse it.
+		fi.recs, fi.held = fi.recs[:0], fi.held[:0]
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -373,9 +399,62 @@ func (fi *feedIter) plan(shard int) (*feedSchema, int, error) {
 	return p, k, nil
 }
 
-// assemble reads a batch's records and writes the batch into a new
-// memory file, returning its header and descriptor.
-func (fi *feedIter) assemble(batch []location) (agentapi.FeedBatch, int, error) {
+// copyRecords reads the records of locs into the iteration's arena
+// (appending to fi.recs), releases their leases (each location's release
+// becomes a no-op) and closes the shard files: nothing of the shards is
+// held once it returns. On error nothing was released.
+func (fi *feedIter) copyRecords(locs []location) error {
+	var need, have int64
+	for _, l := range locs {
+		need += l.length
+	}
+	for _, r := range fi.recs {
+		have += int64(len(r))
+	}
+	if have+need > agentapi.MaxFeedBatch {
+		return fmt.Errorf("%w: feed batch holds more than %d bytes", agentapi.ErrInvalid, int64(agentapi.MaxFeedBatch))
+	}
+	if int64(cap(fi.held)-len(fi.held)) < need {
+		// A new arena; the records already copied keep the old one alive.
+		fi.held = make([]byte, 0, max(2*int64(cap(fi.held)), need))
+	}
+	if fi.files == nil {
+		fi.files = map[string]*os.File{}
+	}
+	recs := make([][]byte, len(locs))
+	for i, l := range locs {
+		f, ok := fi.files[l.path]
+		if !ok {
+			var err error
+			if f, err = os.Open(l.path); err != nil {
+				fi.closeFiles(nil)
+				return fmt.Errorf("agent: feed: read sample %d: %w", l.sample, err)
+			}
+			fi.files[l.path] = f
+		}
+		start := len(fi.held)
+		rec := fi.held[start : start+int(l.length) : start+int(l.length)]
+		if err := readFull(f, rec, l.offset); err != nil {
+			fi.closeFiles(nil)
+			return fmt.Errorf("agent: feed: read sample %d from %s: %w", l.sample, l.path, err)
+		}
+		fi.held = fi.held[:start+int(l.length)]
+		recs[i] = rec
+	}
+	// An evicted shard's blocks stay allocated while a descriptor is open.
+	fi.closeFiles(nil)
+	for i := range locs {
+		locs[i].release()
+		locs[i].release = func() {}
+	}
+	fi.recs = append(fi.recs, recs...)
+	return nil
+}
+
+// assemble reads a batch's records (or takes them from recs, where
+// copyRecords copied them) and writes the batch into a new memory file,
+// returning its header and descriptor.
+func (fi *feedIter) assemble(batch []location, recs [][]byte) (agentapi.FeedBatch, int, error) {
 	p, k0, err := fi.plan(batch[0].shard)
 	if err != nil {
 		return agentapi.FeedBatch{}, 0, err
@@ -394,10 +473,13 @@ func (fi *feedIter) assemble(batch []location) (agentapi.FeedBatch, int, error) 
 	if total > agentapi.MaxFeedBatch {
 		return agentapi.FeedBatch{}, 0, fmt.Errorf("%w: feed batch of %d samples holds %d bytes, more than %d", agentapi.ErrInvalid, len(batch), total, int64(agentapi.MaxFeedBatch))
 	}
-	if int64(cap(fi.scratch)) < total {
-		fi.scratch = make([]byte, total)
+	var scratch []byte
+	if recs == nil {
+		if int64(cap(fi.scratch)) < total {
+			fi.scratch = make([]byte, total)
+		}
+		scratch = fi.scratch[:total]
 	}
-	scratch := fi.scratch[:total]
 	if fi.files == nil {
 		fi.files = map[string]*os.File{}
 	}
@@ -408,6 +490,13 @@ func (fi *feedIter) assemble(batch []location) (agentapi.FeedBatch, int, error) 
 	var srcs []feedSrc // values read straight into the batch's memory
 	var pos int64
 	for i, l := range batch {
+		ids[i] = l.sample
+		if recs != nil {
+			if values[i], err = p.split(recs[i], make([][]byte, 0, ncol)); err != nil {
+				return agentapi.FeedBatch{}, 0, fmt.Errorf("agent: feed: sample %d of %s: %w", l.sample, l.path, err)
+			}
+			continue
+		}
 		f, ok := fi.files[l.path]
 		if !ok {
 			if f, err = os.Open(l.path); err != nil {
@@ -416,7 +505,6 @@ func (fi *feedIter) assemble(batch []location) (agentapi.FeedBatch, int, error) 
 			fi.files[l.path] = f
 		}
 		used[l.path] = true
-		ids[i] = l.sample
 		rec := scratch[pos : pos+l.length : pos+l.length]
 		pos += l.length
 		if l.length < directMin {

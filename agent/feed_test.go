@@ -345,7 +345,7 @@ func TestFeedTransforms(t *testing.T) {
 	if err != nil || len(locs) == 0 {
 		t.Fatalf("take: %d, %v", len(locs), err)
 	}
-	hdr, fd, err := fi.assemble(locs)
+	hdr, fd, err := fi.assemble(locs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +388,7 @@ func TestFeedTransforms(t *testing.T) {
 	if !slices.ContainsFunc(with13, func(l location) bool { return l.sample == 13 }) {
 		t.Fatalf("sample 13 not in the rest of the epoch")
 	}
-	_, _, err = fi.assemble(with13)
+	_, _, err = fi.assemble(with13, nil)
 	if !errors.Is(err, agentapi.ErrInvalid) || !strings.Contains(err.Error(), "sample 13") {
 		t.Fatalf("failing transform: %v", err)
 	}

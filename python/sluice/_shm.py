@@ -97,8 +97,11 @@ def eligible(ds, cls):
     """Whether ds's iteration can come through the feed with the same
     samples: Sluice's own iteration and __getitem__ (a subclass that
     overrides __getitem__ sees every sample), MDS shards whose schemas
-    share columns and encodings (a batch holds one layout), numpy, and no
-    cache_limit."""
+    share columns and encodings (a batch holds one layout), and numpy.
+    Under a cache_limit the agent copies each sample's record out of its
+    shard as it takes it and drops the shard's lease at once (agent/feed.go
+    copyRecords), so a batch that spans more shards than the limit holds
+    never pins them all."""
     if mode() == "off" or ds._info is None:
         return False
     t = type(ds)
@@ -106,11 +109,6 @@ def eligible(ds, cls):
         return False
     if getattr(ds, "_decode_images", None) and not agent_decodes(ds):
         # Images decoded here: with PIL on the mapped-shard path.
-        return False
-    if ds.cache_limit:
-        # A feed batch holds the leases of all its shards until it is
-        # full; the cache limit is sized for the three shards a worker of
-        # the mapped-shard path holds.
         return False
     schemas = ds._info.get("schemas") or []
     if not schemas:

@@ -291,8 +291,9 @@ class ShmTest(helpers.AgentCase):
     def test_auto_takes_it_where_it_measured_faster(self):
         """SLUICE_SHM=auto: the agent's batches for a fixed-shape ndarray
         column or an in-agent transform; the mapped shards for bytes and
-        strings only, under a cache_limit, or with a __getitem__ override;
-        on: wherever equivalent; off: never."""
+        strings only, or with a __getitem__ override (also under a
+        cache_limit: test_shm_limit.py); on: wherever equivalent; off:
+        never."""
         ids_only = self.dataset()
         mixed = self.dataset(local=self.mixed)
 
@@ -310,10 +311,10 @@ class ShmTest(helpers.AgentCase):
             self.assertTrue(_shm.eligible(ids_only, cls))
             del ids_only._feed_transforms
             self.assertFalse(_shm.eligible(sub, cls))
-            self.assertFalse(_shm.eligible(limited, cls))
+            self.assertTrue(_shm.eligible(limited, cls))
         with Env(SLUICE_SHM="on"):
             self.assertTrue(_shm.eligible(ids_only, cls))
-            self.assertFalse(_shm.eligible(limited, cls))
+            self.assertTrue(_shm.eligible(limited, cls))
         with Env(SLUICE_SHM="off"):
             self.assertFalse(_shm.eligible(mixed, cls))
         with Env(SLUICE_SHM="bogus"), self.assertRaises(ValueError):
