@@ -386,6 +386,39 @@ func (fl *flight) written() (<-chan struct{}, func() error) {
 	}
 }
 
+// whenWritten calls fn once fl's raw files are complete in their
+// temporary files (with nil) or fl ended (with its error), whichever is
+// first: at once when that is past, else from the flight's goroutine.
+func (d *Dataset) whenWritten(fl *flight, fn func(error)) {
+	c := d.c
+	c.mu.Lock()
+	select {
+	case <-fl.done:
+		err := fl.err
+		c.mu.Unlock()
+		fn(err)
+		return
+	default:
+	}
+	select {
+	case <-fl.ready:
+		c.mu.Unlock()
+		fn(nil)
+		return
+	default:
+	}
+	fl.notify = append(fl.notify, fn)
+	c.mu.Unlock()
+}
+
+// takeNotify returns and clears fl's pending whenWritten functions; call
+// under Cache.mu, and call them after unlocking it.
+func (fl *flight) takeNotify() []func(error) {
+	fns := fl.notify
+	fl.notify = nil
+	return fns
+}
+
 // parallelThreshold is the size from which a file is fetched in parallel
 // ranged parts of partSize bytes, up to partConcurrency at once.
 const (

@@ -19,6 +19,9 @@ type flight struct {
 	// writes only some of the files or fails before.
 	ready chan struct{}
 	paths []string
+	// notify holds, under Cache.mu, the functions to call once ready or
+	// done is closed, whichever first (see whenWritten).
+	notify []func(error)
 	// handedOff is set (under Cache.mu) once the leases of this flight
 	// hold the shared lock of the renamed file: no early lease after that.
 	handedOff bool
@@ -160,7 +163,11 @@ func (d *Dataset) start(shard int, distance int64, demand bool, via storage.Buck
 			c.mu.Lock()
 			fl.paths = paths
 			close(fl.ready)
+			fns := fl.takeNotify()
 			c.mu.Unlock()
+			for _, fn := range fns {
+				fn(nil)
+			}
 		})
 		if err == nil {
 			d.pin(c.bg, shard, fl) // when fetch returned before its own pin
@@ -174,7 +181,11 @@ func (d *Dataset) start(shard int, distance int64, demand bool, via storage.Buck
 			fl.hold = nil
 		}
 		close(fl.done)
+		fns := fl.takeNotify()
 		c.mu.Unlock()
+		for _, fn := range fns {
+			fn(err)
+		}
 		if h := c.afterFlight; h != nil {
 			h(shard)
 		}

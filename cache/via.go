@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/sluicedata/sluice/storage"
 )
@@ -67,4 +68,19 @@ func (v Via) Prefetch(shard int, distance int64) (done <-chan struct{}, err func
 		return v.d.prefetch(shard, distance, v.b)
 	}
 	return v.d.start(shard, max(distance, 1), false, v.b).written()
+}
+
+// PrefetchFunc is Prefetch reporting through fn instead of a channel: fn
+// is called once, with nil as soon as the shard's bytes are all written
+// and verified, or with the fetch's error (nil on success) when it ends
+// without that. It is called on the fetch's goroutine (or at once, on
+// the caller's, when that point is past already) and must not block. A
+// prefetcher that frees a download slot in fn starts its next download
+// without a goroutine of its own waking up in between.
+func (v Via) PrefetchFunc(shard int, distance int64, fn func(error)) {
+	if shard < 0 || shard >= len(v.d.st) {
+		fn(fmt.Errorf("cache %s: shard %d out of range [0, %d)", v.d.dir, shard, len(v.d.st)))
+		return
+	}
+	v.d.whenWritten(v.d.start(shard, max(distance, 1), false, v.b), fn)
 }

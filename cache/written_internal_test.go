@@ -94,6 +94,96 @@ func TestViaPrefetchFailureReported(t *testing.T) {
 	}
 }
 
+// TestViaPrefetchFuncBeforeCommit: PrefetchFunc calls its function once,
+// with nil, while the fetch is held between its writes and its sync and
+// rename (a prefetcher frees its slot there); a second call for the
+// shard, joining the same flight past that point, is answered at once;
+// one for a missing object gets the fetch's error; one for a shard out
+// of range an error at once; one for a shard in place nil.
+func TestViaPrefetchFuncBeforeCommit(t *testing.T) {
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("sluice-notify-"), 3000)
+	mb := memstore.New("src")
+	w, err := mb.NewWriter(ctx, "s.mds", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(data)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(ctx, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	held, resume := make(chan struct{}), make(chan struct{})
+	c.beforeCommit = func(int) {
+		close(held)
+		<-resume
+	}
+	d, err := c.Add(ctx, &Source{Bucket: mb, Backoff: func(int) time.Duration { return time.Millisecond },
+		Shards: []Shard{{Files: []File{{Raw: "s.mds", RawBytes: int64(len(data))}}},
+			{Files: []File{{Raw: "missing.mds", RawBytes: 10}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := make(chan error, 4)
+	d.Via(nil).PrefetchFunc(0, 1, func(err error) { calls <- err })
+	<-held
+	wait := func(what string) error {
+		t.Helper()
+		select {
+		case err := <-calls:
+			return err
+		case <-time.After(time.Minute):
+			close(resume)
+			t.Fatalf("%s: PrefetchFunc's function not called after a minute", what)
+			return nil
+		}
+	}
+	if err := wait("bytes complete, commit held"); err != nil {
+		t.Fatalf("called with %v while the commit runs, want nil", err)
+	}
+	if d.Present(0) {
+		t.Fatal("shard renamed into place while the commit was held")
+	}
+	called := false
+	d.Via(nil).PrefetchFunc(0, 1, func(err error) {
+		called = true
+		if err != nil {
+			t.Errorf("joined flight past its writes: called with %v", err)
+		}
+	})
+	if !called {
+		t.Fatal("joined flight past its writes: function not called at once")
+	}
+	close(resume)
+	select {
+	case err := <-calls:
+		t.Fatalf("function called twice (second: %v)", err)
+	default:
+	}
+	called = false
+	d.Via(nil).PrefetchFunc(5, 1, func(err error) { called = err != nil })
+	if !called {
+		t.Fatal("shard out of range: no error at once")
+	}
+	d.Via(nil).PrefetchFunc(1, 1, func(err error) { calls <- err })
+	if err := wait("missing object"); err == nil {
+		t.Fatal("missing object: called with nil")
+	}
+	l, err := d.Acquire(ctx, 0) // waits for the commit
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	d.Via(nil).PrefetchFunc(0, 1, func(err error) { calls <- err })
+	if err := wait("shard in place"); err != nil {
+		t.Fatalf("shard in place: called with %v", err)
+	}
+}
+
 // chunkReader hands out its data a few bytes per Read, as a socket
 // does, then ends with end.
 type chunkReader struct {
