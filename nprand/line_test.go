@@ -113,3 +113,44 @@ func TestSkipShuffleMatchesIntervals(t *testing.T) {
 		}
 	}
 }
+
+// TestShuffleInt64Tail compares a partial shuffle with the whole one (the
+// tail it settles) and its generator with a draw-by-draw replay of the
+// same steps, for every kind of stopping point: inside a band, at a band's
+// edge, at 0 and 1, at the end.
+func TestShuffleInt64Tail(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	for it := range 2000 {
+		seed := uint64(r.IntN(100))
+		n := r.IntN(1 << (1 + r.IntN(14)))
+		from := r.IntN(n + 2)
+		switch it % 4 {
+		case 0:
+			from = 1 << r.IntN(15) // a band's edge
+		case 1:
+			from = (1 << r.IntN(15)) - 1
+		}
+		pre := it % 3
+		full, part, rep := nprand.New(seed), nprand.New(seed), nprand.New(seed)
+		for range pre {
+			full.Uint32()
+			part.Uint32()
+			rep.Uint32()
+		}
+		x := arange(n)
+		full.ShuffleInt64(x)
+		y := arange(n)
+		part.ShuffleInt64Tail(y, from)
+		if from < n && !slices.Equal(x[max(from, 0):], y[max(from, 0):]) {
+			t.Fatalf("case %d (n=%d from=%d pre=%d): tail differs from the whole shuffle's", it, n, from, pre)
+		}
+		for i := n - 1; i >= max(from, 1); i-- {
+			rep.Interval(uint64(i))
+		}
+		for d := range 3 {
+			if a, b := rep.Uint32(), part.Uint32(); a != b {
+				t.Fatalf("case %d (n=%d from=%d pre=%d): draw %d after %x, want %x", it, n, from, pre, d, b, a)
+			}
+		}
+	}
+}

@@ -337,16 +337,20 @@ func (g *Generator) SkipShuffle(n int) {
 }
 
 // shuffleLoop runs numpy's Fisher–Yates loop on x: for i = len(x)-1 down to
-// 1 it swaps x[i] and x[Interval(i)]. It has the structure of SkipShuffle:
-// generator state in locals, both 32-bit halves of a draw tried in turn, and
-// a rejected try turned into a harmless self-swap instead of a branch.
-func shuffleLoop[T int32 | int64](g *Generator, x []T) {
+// stop (at least 1) it swaps x[i] and x[Interval(i)]; stop 1 is the whole
+// shuffle. It has the structure of SkipShuffle: generator state in locals,
+// both 32-bit halves of a draw tried in turn, and a rejected try turned
+// into a harmless self-swap instead of a branch. g is left after the draws
+// of the steps made (a 32-bit half buffered when the last step used the
+// lower half of a draw).
+func shuffleLoop[T int32 | int64](g *Generator, x []T, stop uint64) {
+	stop = max(stop, 1)
 	i := uint64(max(len(x), 1) - 1)
-	for ; i > 0xffffffff; i-- {
+	for ; i > 0xffffffff && i >= stop; i-- {
 		j := g.Interval(i) // 64-bit draws, only for > 2^32 elements
 		x[i], x[j] = x[j], x[i]
 	}
-	if i == 0 {
+	if i < stop {
 		return
 	}
 	if g.has32 {
@@ -358,10 +362,11 @@ func shuffleLoop[T int32 | int64](g *Generator, x []T) {
 	}
 	sh, sl := g.state.hi, g.state.lo
 	ih, il := g.inc.hi, g.inc.lo
-	for i > 0 {
+	for i >= stop {
 		mask := uint64(1)<<bits.Len64(i) - 1
 		floor := (mask + 1) >> 1
-		for i >= floor {
+		lim := max(floor, stop) // below lim: a new band, or done
+		for i >= lim {
 			hi, lo := bits.Mul64(sl, pcgMult.lo)
 			hi += sh*pcgMult.lo + sl*pcgMult.hi
 			var c uint64
@@ -375,8 +380,8 @@ func shuffleLoop[T int32 | int64](g *Generator, x []T) {
 			}
 			x[i], x[j] = x[j], x[i]
 			i -= d
-			if i < floor {
-				if i == 0 {
+			if i < lim {
+				if i < stop {
 					g.buf, g.has32 = uint32(r>>32), true
 					break
 				}
@@ -443,12 +448,21 @@ func (g *Generator) Shuffle(n int, swap func(i, j int)) {
 
 // ShuffleInt64 is Shuffle specialised for an []int64 (no callback).
 func (g *Generator) ShuffleInt64(x []int64) {
-	shuffleLoop(g, x)
+	shuffleLoop(g, x, 1)
+}
+
+// ShuffleInt64Tail makes the steps of ShuffleInt64(x) for i = len(x)-1
+// down to from (or 1): Fisher–Yates settles x[i] at step i, so afterwards
+// x[from:] holds exactly what the whole shuffle leaves there, for about
+// (len(x)-from)/len(x) of its cost. g is left after the draws of those
+// steps, where the whole shuffle's generator is at that point.
+func (g *Generator) ShuffleInt64Tail(x []int64, from int) {
+	shuffleLoop(g, x, uint64(max(from, 1)))
 }
 
 // ShuffleInt32 is Shuffle specialised for an []int32 (no callback).
 func (g *Generator) ShuffleInt32(x []int32) {
-	shuffleLoop(g, x)
+	shuffleLoop(g, x, 1)
 }
 
 // Permutation returns numpy's rng.permutation(n): 0..n-1 shuffled. n < 0
