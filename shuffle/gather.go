@@ -210,7 +210,7 @@ func (e *py1e) gatherWindow(dst []int64, c int, lo, hi int64, want []uint64, wof
 		if klo, khi := key(float64(from)+lb-1)>>sh, key(float64(to-1)+lb+width+1)>>sh; wp[khi+1] == wp[klo] {
 			continue
 		}
-		buf = shuffledSpan(buf, l.spans[i], e.shufCk[i])
+		buf = shuffledSpanTail(buf, l.spans[i], e.shufCk[i], from-off)
 		g := e.uniCk[i]
 		g.Advance(uint64(from - off))
 		for j := from; j < to; j++ {

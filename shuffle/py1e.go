@@ -231,7 +231,7 @@ func (e *py1e) fillWindow(dst []int64, c int, lo, hi int64) {
 			if to <= from {
 				continue
 			}
-			buf = shuffledSpan(buf, l.spans[i], e.shufCk[i])
+			buf = shuffledSpanTail(buf, l.spans[i], e.shufCk[i], from-off)
 			g := e.uniCk[i]
 			g.Advance(uint64(from - off))
 			lb, width := e.low[i], e.width[i]
@@ -279,8 +279,8 @@ func (e *py1e) fillWindow(dst []int64, c int, lo, hi int64) {
 			if z == 0 {
 				continue
 			}
-			buf = shuffledSpan(buf, l.spans[i], e.shufCk[i])
 			from, to := max(off, jmin), min(off+z, jmax+1)
+			buf = shuffledSpanTail(buf, l.spans[i], e.shufCk[i], from-off)
 			copy(cand[from-jmin:to-jmin], buf[from-off:to-off])
 		}
 		for x, v := range sel {
@@ -299,8 +299,8 @@ func (e *py1e) fillWindow(dst []int64, c int, lo, hi int64) {
 	for _, x := range order {
 		j := a + int64(sel[x].t)
 		if si < 0 || l.spanPos[si+1]-ns <= j {
-			si = l.spanAt(ns + j)
-			buf = shuffledSpan(buf, l.spans[si], e.shufCk[si])
+			si = l.spanAt(ns + j) // first selected input of the span
+			buf = shuffledSpanTail(buf, l.spans[si], e.shufCk[si], j-(l.spanPos[si]-ns))
 		}
 		dst[x] = buf[j-(l.spanPos[si]-ns)]
 	}
@@ -463,8 +463,10 @@ func (e *py1e) idsOf(dst []int64, c int, sel []jPos) {
 	for _, x := range order {
 		j := sel[x].j
 		if si < 0 || l.spanPos[si+1]-ns <= j {
+			// The span's first selected input (they come in ascending
+			// j): only the shuffle's tail from there is needed.
 			si = l.spanAt(ns + j)
-			buf = shuffledSpan(buf, l.spans[si], e.shufCk[si])
+			buf = shuffledSpanTail(buf, l.spans[si], e.shufCk[si], j-(l.spanPos[si]-ns))
 		}
 		dst[x] = buf[j-(l.spanPos[si]-ns)]
 	}

@@ -425,6 +425,18 @@ func shuffledSpan(buf []int64, sp span, g nprand.Generator) []int64 {
 	return buf
 }
 
+// shuffledSpanTail is shuffledSpan where only buf[from:] is needed: the
+// shuffle stops once those entries are settled (about half the work for a
+// random from), and the entries before from are not meaningful.
+func shuffledSpanTail(buf []int64, sp span, g nprand.Generator, from int64) []int64 {
+	buf = buf[:0]
+	for v := sp.begin; v < sp.end; v++ {
+		buf = append(buf, v)
+	}
+	g.ShuffleInt64Tail(buf, int(from))
+	return buf
+}
+
 func (s *py1s) fill(dst []int64, pos int64) {
 	l := s.l
 	s.lz.ready(l.nodeAt(pos + int64(len(dst)) - 1))
@@ -432,7 +444,7 @@ func (s *py1s) fill(dst []int64, pos int64) {
 	var buf []int64
 	for len(dst) > 0 {
 		k := pos - l.spanPos[i]
-		buf = shuffledSpan(buf, l.spans[i], s.ck[i])
+		buf = shuffledSpanTail(buf, l.spans[i], s.ck[i], k)
 		m := copy(dst, buf[k:])
 		dst = dst[m:]
 		pos += int64(m)
