@@ -16,7 +16,8 @@
 //     shuffle) and Bounded (Lemire, numpy random_bounded_uint64, used by
 //     integers and choice).
 //   - Methods with numpy's names: Shuffle / ShuffleInt64 / ShuffleInt32
-//     (rng.shuffle), Permutation (rng.permutation), Integer and Integers
+//     (rng.shuffle; ShuffleInt64Tail makes only the steps that settle a
+//     suffix), Permutation (rng.permutation), Integer and Integers
 //     (rng.integers, high exclusive), Uniform and Uniforms (rng.uniform),
 //     Choice (rng.choice(n, k, replace=False)).
 //   - Advance(n) jumps the PCG64 state n steps ahead in O(log n), as numpy's
@@ -24,10 +25,21 @@
 //     draws a shuffle of n elements would, without any data: this is how
 //     package shuffle finds the generator state at any shard of an epoch
 //     without materialising the epoch (about 2 ns per element).
+//   - CountLine counts a run of Float64-style draws below a threshold that
+//     moves linearly, on integers and without storing the draws (package
+//     shuffle's py1e resume counts positions with it).
 //
 // Shuffles and skips keep the generator state in registers and try both
 // 32-bit halves of each 64-bit draw without branches; on a 1M-element slice a
-// shuffle costs about 8 ms and a skip 2 ms (shared 2-core Xeon).
+// shuffle costs about 8 ms and a skip 2 ms (shared 2-core Xeon). A skip
+// is bound by making its draws (three 64-bit multiplies each, about 5
+// cycles a draw with the walk) and is inherently sequential: a walk
+// started from a guessed point does not meet the exact one (a walk in a
+// lower band accepts more often, so two walks drift apart at every band
+// edge), so a run of skips cannot be split across goroutines cheaply and
+// exactly (a trial over runs of 10,000-element shuffles: a walk from the
+// expected starting point met the exact one after 16–17 shuffles for 2 of
+// 5 seeds and not within 100 for the other 3).
 //
 // # Concurrency
 //
