@@ -119,11 +119,11 @@ func countFloat(g nprand.Generator, jb, ja int64, lb, width, x0, x1 float64, kep
 // never reverses an order), so "below x0" is r below a threshold that
 // falls by about 2^53/width per input. nprand's CountLine compares the
 // draws with that line as it makes them; the draws within a margin of it
-// (which covers every rounding of the position and of the line, a few
-// parts in 2^40 of the draws' range) or between the x0 and x1 lines come
-// back as hits and are resolved with the position's own floating-point
-// expression. It reports -1 when the line would not fit in integers (tiny
-// widths); countFloat serves those.
+// (which covers every rounding of the position and of the line many times
+// over, yet is about 2^-32 of the draws' range) or between the x0 and x1
+// lines come back as hits and are resolved with the position's own
+// floating-point expression. It reports -1 when the line would not fit in
+// integers (tiny widths); countFloat serves those.
 func countLine(g nprand.Generator, jb, ja int64, lb, width, x0, x1 float64, kept []jPos, hits []nprand.LineHit) (int64, []jPos, []nprand.LineHit) {
 	n := ja - jb
 	step := 0x1p53 / width
