@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -40,13 +38,14 @@ type feedIter struct {
 	transforms map[string]ColumnTransform
 	plans      map[int]*feedSchema
 	pending    []location
-	// copyOut: under a cache limit, the records of pending samples are
-	// copied into held (recs[i] is pending[i]'s record) and their shard
-	// leases released as soon as they are taken, so that a batch that
-	// spans more shards than the limit leaves room for never pins them
-	// all while it fills (the producer waits for room to fetch the next
-	// one). Without a limit the batch reads its records straight from the
-	// leased shards into its memory (one copy less).
+	// copyOut: under a cache limit, when a take leaves the batch short,
+	// the records of the pending samples are copied into held (recs[i]
+	// is pending[i]'s record; recs covers a prefix of pending) and their
+	// shard leases released, so that a batch that spans more shards than
+	// the limit leaves room for never pins them all while it fills (the
+	// producer waits for room to fetch the next one). A batch that one
+	// take completes, and every batch without a limit, reads its records
+	// straight from the leased shards into its memory (one copy less).
 	copyOut  bool
 	recs     [][]byte
 	held     []byte // the arena recs point into
@@ -59,24 +58,6 @@ type feedIter struct {
 	lastSlot *int // the connection's counter
 	retired  []int
 }
-
-// feedSlot is a reusable memory file of an iteration, mapped here.
-type feedSlot struct {
-	id   int
-	fd   int
-	mem  []byte
-	busy bool // written and not yet freed by the client
-	sent bool // the client has its descriptor
-}
-
-// maxFeedSlots bounds the memory files one iteration keeps: enough for the
-// batches a client holds (its queue, the one training, the one being
-// read); when all are busy a batch goes into a file used once.
-const maxFeedSlots = 8
-
-// minFeedSlot is the smallest slot file, so that small batches that grow
-// a little do not retire their slots.
-const minFeedSlot = 1 << 20
 
 // feedBegun registers a begun iteration for feed requests.
 func (c *conn) feedBegun(id int, ds *sharedDataset, spec plan.EpochSpec, limited bool) {
@@ -123,76 +104,6 @@ func (fi *feedIter) close() {
 		sl.close()
 	}
 	fi.slots = nil
-}
-
-func (sl *feedSlot) close() {
-	if sl.mem != nil {
-		unix.Munmap(sl.mem)
-		sl.mem = nil
-	}
-	if sl.fd > 0 {
-		unix.Close(sl.fd)
-		sl.fd = 0
-	}
-}
-
-// free marks the slots the client freed as writable again.
-func (fi *feedIter) free(ids []int) {
-	for _, id := range ids {
-		for _, sl := range fi.slots {
-			if sl.id == id {
-				sl.busy = false
-			}
-		}
-	}
-}
-
-// slotFor returns a free slot of at least size bytes, creating or
-// replacing one as needed; nil when all are busy.
-func (fi *feedIter) slotFor(size int64) (*feedSlot, error) {
-	var small *feedSlot
-	for _, sl := range fi.slots {
-		if sl.busy {
-			continue
-		}
-		if int64(len(sl.mem)) >= size {
-			return sl, nil
-		}
-		small = sl
-	}
-	if small == nil && len(fi.slots) >= maxFeedSlots {
-		return nil, nil
-	}
-	if small != nil {
-		// Too small for this batch: retire it, the client unmaps it.
-		fi.retired = append(fi.retired, small.id)
-		small.close()
-		fi.slots = slices.DeleteFunc(fi.slots, func(s *feedSlot) bool { return s == small })
-	}
-	n := int64(minFeedSlot)
-	for n < size {
-		n *= 2
-	}
-	fd, err := unix.MemfdCreate("sluice-feed", unix.MFD_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("agent: feed: memfd_create: %w", err)
-	}
-	if err := unix.Ftruncate(fd, n); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("agent: feed: size a memory file to %d bytes: %w", n, err)
-	}
-	mem, err := unix.Mmap(fd, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("agent: feed: map a memory file of %d bytes: %w", n, err)
-	}
-	if fi.lastSlot == nil {
-		fi.lastSlot = new(int)
-	}
-	*fi.lastSlot++
-	sl := &feedSlot{id: *fi.lastSlot, fd: fd, mem: mem}
-	fi.slots = append(fi.slots, sl)
-	return sl, nil
 }
 
 // closeFiles closes the open shard files not in keep.
@@ -272,14 +183,14 @@ func (c *conn) feedNext(ctx context.Context, f agentapi.Frame) (any, []byte, err
 		if err != nil {
 			return nil, nil, err
 		}
-		if fi.copyOut {
-			if err := fi.copyRecords(locs); err != nil {
-				releaseLocs(locs)
+		fi.pending = append(fi.pending, locs...)
+		fi.done = done
+		if fi.copyOut && len(fi.pending) < n && !done {
+			// The batch waits for more: let its shards go meanwhile.
+			if err := fi.copyRecords(fi.pending[len(fi.recs):]); err != nil {
 				return nil, nil, err
 			}
 		}
-		fi.pending = append(fi.pending, locs...)
-		fi.done = done
 		if len(locs) == 0 && !done {
 			break // the wait passed: answer empty, keep what was taken
 		}
@@ -294,9 +205,9 @@ func (c *conn) feedNext(ctx context.Context, f agentapi.Frame) (any, []byte, err
 	batch := fi.pending[:k:k]
 	fi.pending = fi.pending[k:]
 	var recs [][]byte
-	if fi.copyOut {
-		recs = fi.recs[:k:k]
-		fi.recs = fi.recs[k:]
+	if c := min(k, len(fi.recs)); c > 0 {
+		recs = fi.recs[:c:c]
+		fi.recs = fi.recs[c:]
 	}
 	hdr, fd, err := fi.assemble(batch, recs)
 	releaseLocs(batch)
@@ -399,68 +310,16 @@ func (fi *feedIter) plan(shard int) (*feedSchema, int, error) {
 	return p, k, nil
 }
 
-// copyRecords reads the records of locs into the iteration's arena
-// (appending to fi.recs), releases their leases (each location's release
-// becomes a no-op) and closes the shard files: nothing of the shards is
-// held once it returns. On error nothing was released.
-func (fi *feedIter) copyRecords(locs []location) error {
-	var need, have int64
-	for _, l := range locs {
-		need += l.length
-	}
-	for _, r := range fi.recs {
-		have += int64(len(r))
-	}
-	if have+need > agentapi.MaxFeedBatch {
-		return fmt.Errorf("%w: feed batch holds more than %d bytes", agentapi.ErrInvalid, int64(agentapi.MaxFeedBatch))
-	}
-	if int64(cap(fi.held)-len(fi.held)) < need {
-		// A new arena; the records already copied keep the old one alive.
-		fi.held = make([]byte, 0, max(2*int64(cap(fi.held)), need))
-	}
-	if fi.files == nil {
-		fi.files = map[string]*os.File{}
-	}
-	recs := make([][]byte, len(locs))
-	for i, l := range locs {
-		f, ok := fi.files[l.path]
-		if !ok {
-			var err error
-			if f, err = os.Open(l.path); err != nil {
-				fi.closeFiles(nil)
-				return fmt.Errorf("agent: feed: read sample %d: %w", l.sample, err)
-			}
-			fi.files[l.path] = f
-		}
-		start := len(fi.held)
-		rec := fi.held[start : start+int(l.length) : start+int(l.length)]
-		if err := readFull(f, rec, l.offset); err != nil {
-			fi.closeFiles(nil)
-			return fmt.Errorf("agent: feed: read sample %d from %s: %w", l.sample, l.path, err)
-		}
-		fi.held = fi.held[:start+int(l.length)]
-		recs[i] = rec
-	}
-	// An evicted shard's blocks stay allocated while a descriptor is open.
-	fi.closeFiles(nil)
-	for i := range locs {
-		locs[i].release()
-		locs[i].release = func() {}
-	}
-	fi.recs = append(fi.recs, recs...)
-	return nil
-}
-
-// assemble reads a batch's records (or takes them from recs, where
-// copyRecords copied them) and writes the batch into a new memory file,
-// returning its header and descriptor.
+// assemble reads a batch's records (those of its first len(recs)
+// samples copyRecords copied already) and writes the batch into a new
+// memory file, returning its header and descriptor.
 func (fi *feedIter) assemble(batch []location, recs [][]byte) (agentapi.FeedBatch, int, error) {
 	p, k0, err := fi.plan(batch[0].shard)
 	if err != nil {
 		return agentapi.FeedBatch{}, 0, err
 	}
-	var total int64
-	for _, l := range batch {
+	var total, direct int64
+	for i, l := range batch {
 		_, k, err := fi.plan(l.shard)
 		if err != nil {
 			return agentapi.FeedBatch{}, 0, err
@@ -469,17 +328,17 @@ func (fi *feedIter) assemble(batch []location, recs [][]byte) (agentapi.FeedBatc
 			return agentapi.FeedBatch{}, 0, fmt.Errorf("%w: feed: a batch mixes shards of different columns (%v and %v); collate such datasets with next", agentapi.ErrInvalid, fi.ds.schemas[k0].ColumnNames, fi.ds.schemas[k].ColumnNames)
 		}
 		total += l.length
+		if i >= len(recs) {
+			direct += l.length
+		}
 	}
 	if total > agentapi.MaxFeedBatch {
 		return agentapi.FeedBatch{}, 0, fmt.Errorf("%w: feed batch of %d samples holds %d bytes, more than %d", agentapi.ErrInvalid, len(batch), total, int64(agentapi.MaxFeedBatch))
 	}
-	var scratch []byte
-	if recs == nil {
-		if int64(cap(fi.scratch)) < total {
-			fi.scratch = make([]byte, total)
-		}
-		scratch = fi.scratch[:total]
+	if int64(cap(fi.scratch)) < direct {
+		fi.scratch = make([]byte, direct)
 	}
+	scratch := fi.scratch[:direct]
 	if fi.files == nil {
 		fi.files = map[string]*os.File{}
 	}
@@ -491,7 +350,7 @@ func (fi *feedIter) assemble(batch []location, recs [][]byte) (agentapi.FeedBatc
 	var pos int64
 	for i, l := range batch {
 		ids[i] = l.sample
-		if recs != nil {
+		if i < len(recs) {
 			if values[i], err = p.split(recs[i], make([][]byte, 0, ncol)); err != nil {
 				return agentapi.FeedBatch{}, 0, fmt.Errorf("agent: feed: sample %d of %s: %w", l.sample, l.path, err)
 			}
@@ -655,68 +514,4 @@ func (fi *feedIter) applyTransforms(p *feedSchema, ids []int64, values [][][]byt
 	close(work)
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// feedSrc is where a value read straight into the batch lies in its shard.
-type feedSrc struct {
-	f   *os.File
-	off int64
-}
-
-// directMin is the record size from which values of at least half of it
-// are read from the shard straight into the batch's memory (one copy
-// instead of two).
-const directMin = 32 << 10
-
-func readFull(f *os.File, b []byte, off int64) error {
-	if _, err := f.ReadAt(b, off); err != nil {
-		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("%w: shard is shorter than its index says", agentapi.ErrCorrupt)
-		}
-		return err
-	}
-	return nil
-}
-
-// fillFeed writes the pieces into mem: from memory, or (the values srcs
-// names) read from their shard files.
-func fillFeed(mem []byte, pieces []feedPiece, srcs []feedSrc, ncol int) error {
-	for _, pc := range pieces {
-		dst := mem[pc.off : pc.off+int64(len(pc.b))]
-		if pc.i >= 0 && srcs != nil {
-			if s := srcs[pc.i*ncol+pc.k]; s.f != nil {
-				if err := readFull(s.f, dst, s.off); err != nil {
-					return fmt.Errorf("agent: feed: read %s: %w", s.f.Name(), err)
-				}
-				continue
-			}
-		}
-		copy(dst, pc.b)
-	}
-	return nil
-}
-
-// writeMemfd creates an anonymous memory file of size bytes holding the
-// pieces at their offsets (see fillFeed).
-func writeMemfd(size int64, pieces []feedPiece, srcs []feedSrc, ncol int) (int, error) {
-	fd, err := unix.MemfdCreate("sluice-feed", unix.MFD_CLOEXEC)
-	if err != nil {
-		return 0, fmt.Errorf("agent: feed: memfd_create: %w", err)
-	}
-	if err := unix.Ftruncate(fd, size); err != nil {
-		unix.Close(fd)
-		return 0, fmt.Errorf("agent: feed: size the batch's memory file to %d bytes: %w", size, err)
-	}
-	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		unix.Close(fd)
-		return 0, fmt.Errorf("agent: feed: map the batch's memory file: %w", err)
-	}
-	err = fillFeed(mem, pieces, srcs, ncol)
-	unix.Munmap(mem)
-	if err != nil {
-		unix.Close(fd)
-		return 0, err
-	}
-	return fd, nil
 }

@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sluicedata/sluice/agentapi"
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/format/mds"
 )
 
 // limitFor returns a cache limit of room shards of the dataset under
@@ -192,4 +196,83 @@ func shardStarts(t *testing.T, dir string) []int64 {
 		at += s.Samples
 	}
 	return out
+}
+
+// BenchmarkFeedCopyOut measures a batch of 32 records of 48 KB assembled
+// into a reused slot: read from the leased shard straight into the batch
+// (no cache limit), and copied out of the shard first so the lease can go
+// (copyRecords, under a limit): the price of the extra copy.
+func BenchmarkFeedCopyOut(b *testing.B) {
+	h := startAgent(b, 1, nil)
+	remote := filepath.Join(b.TempDir(), "large")
+	w, err := mds.NewWriter(remote, &mds.WriterOptions{Columns: map[string]string{"id": "int", "x": "ndarray:float32:12288"}, SizeLimit: 4 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 32
+	x := make([]byte, 4*12288)
+	for i := range n {
+		if err := w.Write(format.Sample{"id": int64(i), "x": x}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := w.Finish(); err != nil {
+		b.Fatal(err)
+	}
+	sd, err := h.a.acquireDataset(b.Context(), "copyout", agentapi.Dataset{Remote: remote, Local: filepath.Join(b.TempDir(), "c"), BatchSize: n}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.a.releaseDataset(sd)
+	ep, err := sd.ds.NewEpoch(b.Context(), planWorld(agentapi.World{}, 0), 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	it, err := startIteration(ep, 0, 0, sd.shardBytes, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer it.stop()
+	var locs []location
+	for len(locs) < n {
+		more, done, err := it.take(b.Context(), n-len(locs), agentTestWait)
+		if err != nil || (done && len(locs)+len(more) < n) {
+			b.Fatalf("take: %d, %v", len(locs)+len(more), err)
+		}
+		locs = append(locs, more...)
+	}
+	defer releaseLocs(locs)
+	for _, copyOut := range []bool{false, true} {
+		b.Run(fmt.Sprintf("copyOut=%v", copyOut), func(b *testing.B) {
+			fi := &feedIter{ds: sd, copyOut: copyOut}
+			defer fi.close()
+			if err := fi.configure(nil, nil); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(n * int64(len(x)))
+			b.ReportAllocs()
+			for b.Loop() {
+				batch := slices.Clone(locs)
+				var recs [][]byte
+				if copyOut {
+					for i := range batch {
+						batch[i].release = func() {} // the real leases stay with locs
+					}
+					if err := fi.copyRecords(batch); err != nil {
+						b.Fatal(err)
+					}
+					recs = fi.recs
+				}
+				hdr, fd, err := fi.assemble(batch, recs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if fd > 0 {
+					unix.Close(fd)
+				}
+				fi.free([]int{hdr.Slot})
+				fi.recs, fi.held = fi.recs[:0], fi.held[:0]
+			}
+		})
+	}
 }

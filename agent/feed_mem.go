@@ -1,0 +1,222 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluicedata/sluice/agentapi"
+)
+
+// The feed's memory: the slots batches are written into, the arena of
+// records copied out of their shards under a cache limit, and the reads
+// that fill them.
+
+// feedSlot is a reusable memory file of an iteration, mapped here.
+type feedSlot struct {
+	id   int
+	fd   int
+	mem  []byte
+	busy bool // written and not yet freed by the client
+	sent bool // the client has its descriptor
+}
+
+// maxFeedSlots bounds the memory files one iteration keeps: enough for the
+// batches a client holds (its queue, the one training, the one being
+// read); when all are busy a batch goes into a file used once.
+const maxFeedSlots = 8
+
+// minFeedSlot is the smallest slot file, so that small batches that grow
+// a little do not retire their slots.
+const minFeedSlot = 1 << 20
+
+func (sl *feedSlot) close() {
+	if sl.mem != nil {
+		unix.Munmap(sl.mem)
+		sl.mem = nil
+	}
+	if sl.fd > 0 {
+		unix.Close(sl.fd)
+		sl.fd = 0
+	}
+}
+
+// free marks the slots the client freed as writable again.
+func (fi *feedIter) free(ids []int) {
+	for _, id := range ids {
+		for _, sl := range fi.slots {
+			if sl.id == id {
+				sl.busy = false
+			}
+		}
+	}
+}
+
+// slotFor returns a free slot of at least size bytes, creating or
+// replacing one as needed; nil when all are busy.
+func (fi *feedIter) slotFor(size int64) (*feedSlot, error) {
+	var small *feedSlot
+	for _, sl := range fi.slots {
+		if sl.busy {
+			continue
+		}
+		if int64(len(sl.mem)) >= size {
+			return sl, nil
+		}
+		small = sl
+	}
+	if small == nil && len(fi.slots) >= maxFeedSlots {
+		return nil, nil
+	}
+	if small != nil {
+		// Too small for this batch: retire it, the client unmaps it.
+		fi.retired = append(fi.retired, small.id)
+		small.close()
+		fi.slots = slices.DeleteFunc(fi.slots, func(s *feedSlot) bool { return s == small })
+	}
+	n := int64(minFeedSlot)
+	for n < size {
+		n *= 2
+	}
+	fd, err := unix.MemfdCreate("sluice-feed", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("agent: feed: memfd_create: %w", err)
+	}
+	if err := unix.Ftruncate(fd, n); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("agent: feed: size a memory file to %d bytes: %w", n, err)
+	}
+	mem, err := unix.Mmap(fd, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("agent: feed: map a memory file of %d bytes: %w", n, err)
+	}
+	if fi.lastSlot == nil {
+		fi.lastSlot = new(int)
+	}
+	*fi.lastSlot++
+	sl := &feedSlot{id: *fi.lastSlot, fd: fd, mem: mem}
+	fi.slots = append(fi.slots, sl)
+	return sl, nil
+}
+
+// copyRecords reads the records of locs (the pending locations after
+// those already copied) into the iteration's arena, appending to fi.recs,
+// releases their leases (each location's release becomes a no-op) and
+// closes the shard files: nothing of the shards is held once it returns.
+// On error nothing was released.
+func (fi *feedIter) copyRecords(locs []location) error {
+	var need, have int64
+	for _, l := range locs {
+		need += l.length
+	}
+	for _, r := range fi.recs {
+		have += int64(len(r))
+	}
+	if have+need > agentapi.MaxFeedBatch {
+		return fmt.Errorf("%w: feed batch holds more than %d bytes", agentapi.ErrInvalid, int64(agentapi.MaxFeedBatch))
+	}
+	if int64(cap(fi.held)-len(fi.held)) < need {
+		// A new arena; the records already copied keep the old one alive.
+		fi.held = make([]byte, 0, max(2*int64(cap(fi.held)), need))
+	}
+	if fi.files == nil {
+		fi.files = map[string]*os.File{}
+	}
+	recs := make([][]byte, len(locs))
+	for i, l := range locs {
+		f, ok := fi.files[l.path]
+		if !ok {
+			var err error
+			if f, err = os.Open(l.path); err != nil {
+				fi.closeFiles(nil)
+				return fmt.Errorf("agent: feed: read sample %d: %w", l.sample, err)
+			}
+			fi.files[l.path] = f
+		}
+		start := len(fi.held)
+		rec := fi.held[start : start+int(l.length) : start+int(l.length)]
+		if err := readFull(f, rec, l.offset); err != nil {
+			fi.closeFiles(nil)
+			return fmt.Errorf("agent: feed: read sample %d from %s: %w", l.sample, l.path, err)
+		}
+		fi.held = fi.held[:start+int(l.length)]
+		recs[i] = rec
+	}
+	// An evicted shard's blocks stay allocated while a descriptor is open.
+	fi.closeFiles(nil)
+	for i := range locs {
+		locs[i].release()
+		locs[i].release = func() {}
+	}
+	fi.recs = append(fi.recs, recs...)
+	return nil
+}
+
+// feedSrc is where a value read straight into the batch lies in its shard.
+type feedSrc struct {
+	f   *os.File
+	off int64
+}
+
+// directMin is the record size from which values of at least half of it
+// are read from the shard straight into the batch's memory (one copy
+// instead of two).
+const directMin = 32 << 10
+
+func readFull(f *os.File, b []byte, off int64) error {
+	if _, err := f.ReadAt(b, off); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: shard is shorter than its index says", agentapi.ErrCorrupt)
+		}
+		return err
+	}
+	return nil
+}
+
+// fillFeed writes the pieces into mem: from memory, or (the values srcs
+// names) read from their shard files.
+func fillFeed(mem []byte, pieces []feedPiece, srcs []feedSrc, ncol int) error {
+	for _, pc := range pieces {
+		dst := mem[pc.off : pc.off+int64(len(pc.b))]
+		if pc.i >= 0 && srcs != nil {
+			if s := srcs[pc.i*ncol+pc.k]; s.f != nil {
+				if err := readFull(s.f, dst, s.off); err != nil {
+					return fmt.Errorf("agent: feed: read %s: %w", s.f.Name(), err)
+				}
+				continue
+			}
+		}
+		copy(dst, pc.b)
+	}
+	return nil
+}
+
+// writeMemfd creates an anonymous memory file of size bytes holding the
+// pieces at their offsets (see fillFeed).
+func writeMemfd(size int64, pieces []feedPiece, srcs []feedSrc, ncol int) (int, error) {
+	fd, err := unix.MemfdCreate("sluice-feed", unix.MFD_CLOEXEC)
+	if err != nil {
+		return 0, fmt.Errorf("agent: feed: memfd_create: %w", err)
+	}
+	if err := unix.Ftruncate(fd, size); err != nil {
+		unix.Close(fd)
+		return 0, fmt.Errorf("agent: feed: size the batch's memory file to %d bytes: %w", size, err)
+	}
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Close(fd)
+		return 0, fmt.Errorf("agent: feed: map the batch's memory file: %w", err)
+	}
+	err = fillFeed(mem, pieces, srcs, ncol)
+	unix.Munmap(mem)
+	if err != nil {
+		unix.Close(fd)
+		return 0, err
+	}
+	return fd, nil
+}
