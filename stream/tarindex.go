@@ -47,8 +47,13 @@ func BuildTarIndex(ctx context.Context, b storage.Bucket, keys []string, opts *T
 	if opts != nil {
 		o = *opts
 	}
+	// Each shard in flight holds one set of read buffers; they are reused
+	// by the next shard, not allocated (and faulted in) afresh.
+	bufs := &sync.Pool{New: func() any { return new(readBuffers) }}
 	return scanTars(ctx, keys, o.Parallel, b.URL, func(ctx context.Context, k string) (wds.Summary, int64, error) {
-		return scanTar(ctx, b, k, o.Reader)
+		rb := bufs.Get().(*readBuffers)
+		defer bufs.Put(rb)
+		return scanTar(ctx, b, k, o.Reader, rb)
 	})
 }
 
@@ -132,13 +137,13 @@ func TarShardInfo(key string, size int64, s wds.Summary) format.ShardInfo {
 	}
 }
 
-// scanTar summarises one shard through ranged reads.
-func scanTar(ctx context.Context, b storage.Bucket, key string, ro *wds.ReaderOptions) (wds.Summary, int64, error) {
+// scanTar summarises one shard through ranged reads, buffered by rb.
+func scanTar(ctx context.Context, b storage.Bucket, key string, ro *wds.ReaderOptions, rb *readBuffers) (wds.Summary, int64, error) {
 	info, err := b.Stat(ctx, key)
 	if err != nil {
 		return wds.Summary{}, 0, fmt.Errorf("stream: tar shard %s: %w", b.URL(key), err)
 	}
-	r := &rangeReader{ctx: ctx, b: b, key: key, size: info.Size}
+	r := &rangeReader{ctx: ctx, b: b, key: key, size: info.Size, readBuffers: rb}
 	defer r.Close()
 	s, err := wds.Scan(r, ro)
 	if err != nil {
@@ -169,10 +174,17 @@ type rangeReader struct {
 	body *bufio.Reader // buffered body of the open request, positioned at at
 	rc   io.ReadCloser // the open request
 	at   int64
-	buf  *bufio.Reader // reused across requests
-	big  *bufio.Reader // over buf once a request reads densely
-	from int64         // where the open request started
-	reqs int           // requests made, for tests
+	from int64 // where the open request started
+	reqs int   // requests made, for tests
+	*readBuffers
+}
+
+// readBuffers are a rangeReader's buffers, reused across its requests and,
+// through BuildTarIndex's pool, across shards. A nil buffer is made on
+// first use.
+type readBuffers struct {
+	buf *bufio.Reader // over the open request
+	big *bufio.Reader // over buf once a request reads densely
 }
 
 // readBuffer is the ranged tar reader's buffer: member data inside it is
@@ -201,6 +213,9 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 		rc, err := r.b.NewRangeReader(r.ctx, r.key, r.pos, r.size-r.pos)
 		if err != nil {
 			return 0, err
+		}
+		if r.readBuffers == nil {
+			r.readBuffers = new(readBuffers)
 		}
 		if r.buf == nil {
 			r.buf = bufio.NewReaderSize(rc, readBuffer)

@@ -68,6 +68,8 @@ type Reader struct {
 	h       hash.Hash     // what rs's scan reads is written here
 	blk     [512]byte
 	pending *member
+	mbuf    [2]member // the stream scanner's members, used in turn
+	mi      int
 	sample  Sample
 	spans   []FieldSpan
 	start   int64  // byte offset of the current sample's first header
@@ -290,6 +292,9 @@ func (r *Reader) Next() bool {
 		r.end = pad512(m.dataOff + m.size)
 		return nil
 	}
+	// first may be overwritten by the reads below (readMemberStream
+	// reuses members): keep its key.
+	key := first.key
 	if err := add(first); err != nil {
 		r.err = err
 		return false
@@ -304,7 +309,7 @@ func (r *Reader) Next() bool {
 			r.err = err
 			return false
 		}
-		if m.key != first.key {
+		if m.key != key {
 			r.pending = m
 			return true
 		}

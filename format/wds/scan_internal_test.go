@@ -69,3 +69,29 @@ func FuzzScanDigest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { sameScan(t, b) })
 }
+
+// TestBlockSum: the lane-wise header checksum sum equals the plain sum of
+// the bytes (a wrong one would not fail a scan, only send every archive
+// to the slow path).
+func TestBlockSum(t *testing.T) {
+	var b [512]byte
+	for seed := range 64 {
+		for i := range b {
+			switch seed {
+			case 0:
+				b[i] = 0xff
+			case 1:
+				b[i] = 0
+			default:
+				b[i] = byte((i+1)*(seed*7919+13) ^ i>>3*seed)
+			}
+		}
+		var want int64
+		for _, c := range b {
+			want += int64(c)
+		}
+		if got := blockSum(&b); got != want {
+			t.Fatalf("seed %d: blockSum %d, want %d", seed, got, want)
+		}
+	}
+}
