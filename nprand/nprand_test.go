@@ -375,9 +375,11 @@ func BenchmarkShuffle1M(b *testing.B) {
 
 func BenchmarkSkipShuffle1M(b *testing.B) {
 	g := nprand.New(1)
+	cpu := processCPU()
 	for b.Loop() {
 		g.SkipShuffle(1 << 20)
 	}
+	reportCPU(b, cpu)
 }
 
 // BenchmarkShuffleSpan shuffles a 4096-element span (an MDS shard of small
