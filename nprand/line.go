@@ -14,7 +14,7 @@ type LineHit struct {
 // Float64) would, and compares each draw's 53-bit value r (the draw >> 11)
 // with a line: for the t-th draw (t from 0) let k = k0 - t·step. It
 // returns how many draws have r < k, and appends to hits every draw with
-// k - lo <= r < k + hi, in draw order.
+// k - lo <= r < k + hi, in draw order. n <= 0 makes no draws.
 //
 // It is a comparison of Float64 draws with a threshold that moves linearly
 // (how package shuffle counts the positions j + lb + width·u below a bound)

@@ -154,3 +154,16 @@ func TestShuffleInt64Tail(t *testing.T) {
 		}
 	}
 }
+
+// TestCountLineEmpty checks that n <= 0 makes no draws.
+func TestCountLineEmpty(t *testing.T) {
+	for _, n := range []int{0, -1, -5} {
+		a, b := nprand.New(3), nprand.New(3)
+		if c, h := b.CountLine(n, 1<<52, 1, 1, 1, nil); c != 0 || len(h) != 0 {
+			t.Fatalf("n=%d: count %d, %d hits", n, c, len(h))
+		}
+		if x, y := a.Uint64(), b.Uint64(); x != y {
+			t.Fatalf("n=%d: the generator moved", n)
+		}
+	}
+}
