@@ -152,17 +152,27 @@ func (c *Cache) Add(ctx context.Context, src *Source) (*Dataset, error) {
 	}
 	if d.remote {
 		err := c.locked(ctx, func() error {
-			if err := d.reconcile(); err != nil {
+			n, err := d.reconcile()
+			if err != nil {
 				return err
 			}
 			if err := d.writeManifest(); err != nil {
 				return err
 			}
-			n, err := c.recount()
-			if err != nil {
+			// The recount: the dataset's directory was summed by
+			// reconcile; the rest of the root is summed here.
+			if d.dir != c.dir {
+				rest, _, err := scanDir(c.dir, true, d.dir, nil)
+				if err != nil {
+					return fmt.Errorf("cache %s: recount: %w", c.dir, err)
+				}
+				n += rest
+			}
+			if err := c.writeUsage(n); err != nil {
 				return err
 			}
-			return c.writeUsage(n)
+			c.recountDue = false // n is the recount
+			return nil
 		})
 		if err != nil {
 			return nil, err

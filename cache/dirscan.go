@@ -52,12 +52,27 @@ func statAt(dir *os.File, path, name string, follow bool) (size int64, ok bool, 
 // writer is gone is deleted (and not counted); one still locked counts at
 // its size. Files or directories that vanish during the scan are skipped.
 func sumDir(path string, root bool) (int64, error) {
+	total, _, err := scanDir(path, root, "", nil)
+	return total, err
+}
+
+// topFile is a file directly in a scanned directory: its size (of its
+// target, for a symbolic link).
+type topFile struct {
+	size int64
+}
+
+// scanDir is sumDir that does not enter the directory skip (a path under
+// path; "" for none) and, with top set, records there the files directly
+// in path: regular files at their size and symbolic links at their
+// target's (links are not summed; a link to nothing is not recorded).
+func scanDir(path string, root bool, skip string, top map[string]topFile) (int64, map[string]topFile, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
+		return 0, top, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, top, err
 	}
 	defer f.Close()
 	var total int64
@@ -69,11 +84,25 @@ func sumDir(path string, root bool) (int64, error) {
 				if root && name == metaDir {
 					continue
 				}
-				n, err := sumDir(filepath.Join(path, name), false)
+				sub := filepath.Join(path, name)
+				if sub == skip {
+					continue
+				}
+				n, _, err := scanDir(sub, false, skip, nil)
 				if err != nil {
-					return 0, err
+					return 0, top, err
 				}
 				total += n
+				continue
+			}
+			if top != nil && t&fs.ModeSymlink != 0 {
+				n, ok, err := statAt(f, path, name, true)
+				if err != nil {
+					return 0, top, err
+				}
+				if ok {
+					top[name] = topFile{size: n}
+				}
 				continue
 			}
 			if !t.IsRegular() {
@@ -82,7 +111,7 @@ func sumDir(path string, root bool) (int64, error) {
 			if strings.HasSuffix(name, partSuffix) {
 				stale, err := removeIfStale(filepath.Join(path, name))
 				if err != nil {
-					return 0, err
+					return 0, top, err
 				}
 				if stale {
 					continue
@@ -90,23 +119,26 @@ func sumDir(path string, root bool) (int64, error) {
 			}
 			n, ok, err := statAt(f, path, name, false)
 			if err != nil {
-				return 0, err
+				return 0, top, err
 			}
 			if ok {
 				total += n
+				if top != nil {
+					top[name] = topFile{size: n}
+				}
 			}
 		}
 		if err == io.EOF {
-			return total, nil
+			return total, top, nil
 		}
 		if errors.Is(err, fs.ErrNotExist) {
-			return total, nil
+			return total, top, nil
 		}
 		if err != nil {
-			return 0, fmt.Errorf("read directory %s: %w", path, err)
+			return 0, top, fmt.Errorf("read directory %s: %w", path, err)
 		}
 		if len(ents) == 0 {
-			return total, nil
+			return total, top, nil
 		}
 	}
 }
