@@ -149,6 +149,9 @@ type Cache struct {
 	// every fetch after it has ended (its waiters released).
 	beforePin, afterFlight func(shard int)
 
+	// behind holds the WriteFileBehind writes in progress.
+	behind behindWrites
+
 	// bg is the lifetime of background fetches; cancelled by Close.
 	bg     context.Context
 	cancel context.CancelFunc

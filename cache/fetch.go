@@ -313,6 +313,10 @@ func (d *Dataset) commit(p *part, keep bool) error {
 	if err := p.f.Sync(); err != nil {
 		return fmt.Errorf("cache: sync %s: %w", d.where(p.rel), err)
 	}
+	// Not in place before the index it belongs to (WriteFileBehind).
+	if err := d.c.waitBehind(d.c.bg); err != nil {
+		return fmt.Errorf("cache: commit %s: waiting for the files it belongs to: %w", d.where(p.rel), err)
+	}
 	err := d.c.locked(context.Background(), func() error {
 		return os.Rename(d.path(p.rel)+partSuffix, d.path(p.rel))
 	})

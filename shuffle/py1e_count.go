@@ -127,7 +127,7 @@ func countFloat(g nprand.Generator, jb, ja int64, lb, width, x0, x1 float64, kep
 func countLine(g nprand.Generator, jb, ja int64, lb, width, x0, x1 float64, kept []jPos, hits []nprand.LineHit) (int64, []jPos, []nprand.LineHit) {
 	n := ja - jb
 	step := 0x1p53 / width
-	if !(width >= 1) || n > 1<<40 {
+	if !(width >= 1) || n > 1<<30 { // (n fits an int everywhere)
 		return -1, kept, hits
 	}
 	x1 = max(x1, x0)

@@ -1,0 +1,126 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// behindWrites are the files being written by WriteFileBehind: until each
+// is in place (synced and renamed), no fetch renames a shard file into
+// place (see waitBehind), so a crash never leaves a final shard without
+// the index it was fetched under.
+type behindWrites struct {
+	mu      sync.Mutex
+	pending []*behindWrite
+	// hold, when set (by tests only), is received from before each
+	// write starts.
+	hold chan struct{}
+}
+
+type behindWrite struct {
+	rel  string
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// WriteFileBehind is WriteFile in the background: it returns at once,
+// and wait returns WriteFile's result once the file is in place (nil also
+// when another process is writing it: ErrBusy). Meanwhile shards may be
+// downloaded and read early (AcquireEarly), but no fetch of this Cache
+// renames a file into place before the write has ended, and none does at
+// all after it failed: a crash leaves the file's data and the shards in
+// temporary files that a restart discards, never shards in place without
+// the file (an index) they belong to. The write has WriteFile's wait
+// timeout; Close ends it and waits for it.
+//
+// A caller that has the file's bytes in memory (a freshly downloaded
+// index) thus starts its first shard's download without waiting for the
+// disk to sync the index.
+func (c *Cache) WriteFileBehind(rel string, data []byte) (wait func() error) {
+	bw := &behindWrite{rel: rel, done: make(chan struct{})}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return func() error { return ErrClosed }
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	c.behind.mu.Lock()
+	c.behind.pending = append(c.behind.pending, bw)
+	c.behind.mu.Unlock()
+	hold := c.behind.hold
+	go func() {
+		defer c.wg.Done()
+		if hold != nil {
+			<-hold
+		}
+		err := c.WriteFile(c.bg, rel, data)
+		if errors.Is(err, ErrBusy) {
+			err = nil // another process on the node is writing it
+		}
+		c.behind.mu.Lock()
+		bw.err = err
+		if err == nil {
+			// Done: later commits need not look at it. A failed write
+			// stays, and fails every later commit.
+			for i, p := range c.behind.pending {
+				if p == bw {
+					c.behind.pending = append(c.behind.pending[:i], c.behind.pending[i+1:]...)
+					break
+				}
+			}
+		}
+		close(bw.done)
+		c.behind.mu.Unlock()
+	}()
+	return func() error {
+		<-bw.done
+		return bw.err
+	}
+}
+
+// waitBehind waits until every WriteFileBehind write pending now has
+// ended, and returns the first one's error.
+func (c *Cache) waitBehind(ctx context.Context) error {
+	c.behind.mu.Lock()
+	pending := append([]*behindWrite(nil), c.behind.pending...)
+	c.behind.mu.Unlock()
+	for _, bw := range pending {
+		select {
+		case <-bw.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if bw.err != nil {
+			return bw.err
+		}
+	}
+	return nil
+}
+
+// WaitWrite waits until no WriteFileBehind write of rel is in progress in
+// this process, and returns the error of a failed one: a second opener of
+// the same dataset in this process finds the index in place rather than
+// downloading it again while the first one's write syncs.
+func (c *Cache) WaitWrite(ctx context.Context, rel string) error {
+	c.behind.mu.Lock()
+	var mine []*behindWrite
+	for _, bw := range c.behind.pending {
+		if bw.rel == rel {
+			mine = append(mine, bw)
+		}
+	}
+	c.behind.mu.Unlock()
+	for _, bw := range mine {
+		select {
+		case <-bw.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if bw.err != nil {
+			return bw.err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sluicedata/sluice/storage/memstore"
+)
+
+// TestWriteFileBehindHoldsCommits: while a WriteFileBehind write (an
+// index) is held before it starts, a shard is downloaded and readable
+// early from its temporary file, but not renamed into place; once the
+// write ends the index and then the shard are in place (WaitWrite waits
+// for it meanwhile). A write that
+// fails refuses every later commit (the shard stays a temporary file,
+// which a restart discards), and nothing is renamed into place.
+func TestWriteFileBehindHoldsCommits(t *testing.T) {
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("sluice-behind-"), 3000)
+	mb := memstore.New("src")
+	for _, k := range []string{"ds/a.mds", "ds/b.mds"} {
+		w, err := mb.NewWriter(ctx, k, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(data)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	c, err := Open(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	hold := make(chan struct{})
+	c.behind.hold = hold
+	index := []byte(`{"version": 2, "shards": []}`)
+	wait := c.WriteFileBehind("ds/index.json", index)
+	d, err := c.Add(ctx, &Source{Bucket: mb, Backoff: func(int) time.Duration { return time.Millisecond },
+		Shards: []Shard{{Files: []File{{Raw: "ds/a.mds", RawBytes: int64(len(data))}}},
+			{Files: []File{{Raw: "ds/b.mds", RawBytes: int64(len(data))}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	l, err := d.AcquireEarly(lctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(l.ReadPath(0))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("early read of %s: %d bytes, %v; want the %d downloaded", l.ReadPath(0), len(got), err, len(data))
+	}
+	// Give the fetch time to reach its commit: it must wait there.
+	time.Sleep(50 * time.Millisecond)
+	if d.Present(0) {
+		t.Fatal("shard renamed into place before the index write ended")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ds", "index.json")); err == nil {
+		t.Fatal("index in place before its write was let go")
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- c.WaitWrite(ctx, "ds/index.json") }()
+	select {
+	case err := <-waited:
+		t.Fatalf("WaitWrite returned (%v) while the write was held", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(hold)
+	if err := wait(); err != nil {
+		t.Fatalf("index write: %v", err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatalf("WaitWrite: %v", err)
+	}
+	if err := c.WaitWrite(ctx, "ds/other.json"); err != nil {
+		t.Fatalf("WaitWrite of a file never written: %v", err)
+	}
+	if err := l.Committed(lctx); err != nil {
+		t.Fatalf("shard commit after the index write: %v", err)
+	}
+	l.Release()
+	if !d.Present(0) {
+		t.Fatal("shard not in place after the index write ended")
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "ds", "index.json")); err != nil || !bytes.Equal(b, index) {
+		t.Fatalf("index in place: %q, %v", b, err)
+	}
+
+	// A write that fails (a path outside the cache) refuses the commits
+	// that come after it.
+	c.behind.hold = nil
+	if err := c.WriteFileBehind("../outside.json", index)(); err == nil {
+		t.Fatal("write outside the cache: nil error")
+	}
+	if _, err := d.Acquire(lctx, 1); err == nil {
+		t.Fatal("shard committed after the write it must follow failed")
+	} else if !bytes.Contains([]byte(err.Error()), []byte("waiting for the files it belongs to")) {
+		t.Fatalf("commit after a failed write: %v, want it to name the wait", err)
+	}
+	if d.Present(1) {
+		t.Fatal("shard in place after the write it must follow failed")
+	}
+}
+
+// TestWriteFileBehindClose: Close ends a write still waiting and waits
+// for it; one asked for after Close fails with ErrClosed.
+func TestWriteFileBehindClose(t *testing.T) {
+	c, err := Open(context.Background(), t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	c.behind.hold = hold
+	wait := c.WriteFileBehind("ds/index.json", []byte("{}"))
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	close(hold)
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Close did not return within a minute")
+	}
+	wait() // ended, whatever its result
+	if err := c.WriteFileBehind("ds/x.json", []byte("{}"))(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v, want ErrClosed", err)
+	}
+}
