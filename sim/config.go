@@ -128,6 +128,13 @@ type Config struct {
 	// per rank over the rank's batches. False models the agent and the
 	// Python client: one iterator per DataLoader worker.
 	RankIterator bool
+	// PrefetchFactor is how many batches a DataLoader worker may have
+	// requested ahead of the training loop (torch's prefetch_factor; 0:
+	// 2, its default): the loop asks worker s mod W for batch s when it
+	// takes batch s − PrefetchFactor × W (the first PrefetchFactor × W
+	// at the start), and a worker reads its batches one after another.
+	// With RankIterator there are no workers and no read-ahead.
+	PrefetchFactor int
 	// Store is the store model.
 	Store Store
 	// DecodeCost is the CPU time a DataLoader worker spends per sample.
@@ -164,8 +171,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: nodes, ranks per node and workers per rank must be positive (%d, %d, %d)",
 			ErrInvalid, c.Shape.Nodes, c.Shape.RanksPerNode, c.Shape.WorkersPerRank)
 	}
-	if c.Epochs < 0 || c.IndexRequests < 0 || c.Predownload < 0 || c.CacheLimit < 0 || c.PrefetchConcurrency < 0 || c.DecodeCost < 0 {
-		return fmt.Errorf("%w: epochs, predownload, cache limit, prefetch concurrency and decode cost must not be negative", ErrInvalid)
+	if c.Epochs < 0 || c.IndexRequests < 0 || c.Predownload < 0 || c.CacheLimit < 0 || c.PrefetchConcurrency < 0 || c.DecodeCost < 0 || c.PrefetchFactor < 0 {
+		return fmt.Errorf("%w: epochs, predownload, cache limit, prefetch concurrency, prefetch factor and decode cost must not be negative", ErrInvalid)
 	}
 	if c.Store.Latency < 0 || c.Store.BandwidthPerNode < 0 || c.Store.BandwidthTotal < 0 {
 		return fmt.Errorf("%w: latency and bandwidths must not be negative", ErrInvalid)
@@ -205,6 +212,20 @@ func (c *Config) indexRequests() int {
 		return c.IndexRequests
 	}
 	return 2
+}
+
+// readAhead is how many batches the training loop has requested from the
+// workers ahead of the one it waits for (prefetch factor × workers), 0
+// without workers (RankIterator).
+func (c *Config) readAhead() int {
+	if c.RankIterator {
+		return 0
+	}
+	f := c.PrefetchFactor
+	if f == 0 {
+		f = 2
+	}
+	return f * c.Shape.WorkersPerRank
 }
 
 func (c *Config) concurrency() int {

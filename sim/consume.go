@@ -10,97 +10,205 @@ import "math"
 // completion. The first sample out lifts the first-sample budget. The
 // step's batches are then decoded. It returns when the node's batch for
 // step s is ready.
+//
+// With DataLoader workers a worker begins reading its batch when the loop
+// asked for it (Config.PrefetchFactor) and it is done with its previous
+// one, which may be before t: the reads of every batch begun are played
+// together in time order (readFrom), each worker's on its own.
 func (nd *node) step(s int, t float64) float64 {
+	if s == 0 {
+		nd.epochStart, nd.begun = t, 0
+		nd.chains = nd.chains[:0]
+	}
+	// Begin every batch whose start is known: s itself, and with workers
+	// each worker's next (its previous batch is done and the loop's ask
+	// taken, s' − readAhead < s).
+	last := s
+	if ra := nd.c.readAhead(); ra > 0 {
+		last = min(s-1+len(nd.workerFree), nd.sc.Steps()-1)
+	}
+	for ; nd.begun <= last; nd.begun++ {
+		nd.begin(nd.begun, t)
+	}
+	// The reads before t first, then what t brings.
+	nd.readUntil(t, -1)
 	nd.advance(t)
-	lo, hi := nd.sc.StepStart(s), nd.sc.StepStart(s+1)
-	nd.release()
+	lo := nd.sc.StepStart(s)
 	for nd.stepRun < len(nd.runs) && nd.runs[nd.stepRun].Start+nd.runs[nd.stepRun].Len <= lo {
 		nd.stepRun++
 	}
 	nd.progress(s, lo, t)
+	ready := nd.readUntil(math.Inf(1), s)
+	nd.advance(ready)
+	// Drop the finished chains.
+	k := 0
+	for _, c := range nd.chains {
+		if c.step > s {
+			nd.chains[k] = c
+			k++
+		}
+	}
+	nd.chains = nd.chains[:k]
+	// DataLoader worker s%W decodes the batch once its shards are there.
+	w := s % len(nd.workerFree)
+	hi := nd.sc.StepStart(s + 1)
+	dec := nd.c.DecodeCost.Seconds() * float64(hi-lo) / float64(nd.c.Shape.RanksPerNode)
+	done := math.Max(ready, nd.workerFree[w]) + dec
+	nd.workerFree[w] = done
+	if ra := nd.c.readAhead(); ra > 0 {
+		// The loop takes the batch when it is there and it asks for it
+		// (t): that asks worker s mod W for batch s + readAhead.
+		nd.taken[s%ra] = math.Max(t, done)
+	}
+	return done
+}
 
-	nd.chains = nd.chains[:0]
+// begin adds the chains of step s (one per rank's part), beginning at t or,
+// with workers, when the worker may read it.
+func (nd *node) begin(s int, t float64) {
+	lo, hi := nd.sc.StepStart(s), nd.sc.StepStart(s+1)
+	at := t
+	if ra := nd.c.readAhead(); ra > 0 {
+		at = nd.epochStart
+		if s >= ra {
+			at = nd.taken[s%ra]
+		}
+		at = math.Max(at, nd.workerFree[s%len(nd.workerFree)])
+	}
+	i := nd.stepRun
+	for i < len(nd.runs) && nd.runs[i].Start+nd.runs[i].Len <= lo {
+		i++
+	}
 	for r := range nd.c.Shape.RanksPerNode {
 		from, to := nd.part(s, r)
 		if from >= hi {
 			break
 		}
-		i := nd.stepRun
 		for i < len(nd.runs) && nd.runs[i].Start+nd.runs[i].Len <= from {
 			i++
 		}
-		nd.chains = append(nd.chains, chain{run: i, from: from, to: to, t: t, first: r == 0,
-			origin: r*nd.perRank + s%nd.perRank})
+		nd.chains = append(nd.chains, chain{run: i, from: from, to: to, hi: hi, t: at, first: r == 0,
+			step: s, origin: r*nd.perRank + s%nd.perRank, done: from >= to})
 	}
-	for {
-		c := nd.nextChain()
-		if c == nil {
-			break
-		}
-		nd.advance(c.t)
-		run := nd.runs[c.run]
-		sh := run.Shard
-		// A run straddling two ranks' parts is counted once.
-		if count := run.Start >= c.from || c.first; count {
-			switch nd.state[sh] {
-			case present:
-				if nd.doneAt[sh] <= c.t {
-					nd.hits++
-				} else {
-					nd.misses++
-				}
-			case inFlight:
-				nd.misses++
-			case absent:
-				nd.misses++
-			}
-		}
-		if nd.state[sh] == absent {
-			nd.demandFetch(sh, c.t, c.origin)
-			nd.flush()
-		}
-		c.t = math.Max(c.t, nd.doneAt[sh])
-		nd.clock++
-		nd.lastUse[sh] = nd.clock
-		// The consumer holds a lease on the shard it reads; the last
-		// shard of the step stays leased into the next.
-		if run.Start+run.Len >= hi {
-			nd.leased[sh]++
-			nd.cur = append(nd.cur, sh)
-			nd.vic.remove(sh)
-		} else if nd.vic.has(sh) {
-			nd.vic.set(sh, nd.candidate(sh))
-		}
-		c.run++
-		if c.run >= len(nd.runs) || nd.runs[c.run].Start >= c.to {
-			c.done = true
-		}
-	}
-	ready := t
-	for _, c := range nd.chains {
-		ready = math.Max(ready, c.t)
-	}
-	nd.advance(ready)
-	// DataLoader worker s%W decodes the batch once its shards are there.
-	w := s % len(nd.workerFree)
-	dec := nd.c.DecodeCost.Seconds() * float64(hi-lo) / float64(nd.c.Shape.RanksPerNode)
-	done := math.Max(ready, nd.workerFree[w]) + dec
-	nd.workerFree[w] = done
-	return done
 }
 
-// chain is one rank's consumer within a step: the run it reads next, its
-// part [from, to) of the step, and the time it gets there.
+// readUntil plays the reads of the begun chains in time order, each up to
+// before the time until, or with step ≥ 0 until step's chains are done. It
+// returns when the last of step's chains was done (its begin when it had
+// none).
+func (nd *node) readUntil(until float64, step int) float64 {
+	for {
+		if step >= 0 && nd.stepDone(step) {
+			break
+		}
+		c := nd.nextChain()
+		if c == nil || c.t >= until {
+			break
+		}
+		nd.read(c)
+	}
+	ready := math.Inf(-1)
+	for i := range nd.chains {
+		if c := &nd.chains[i]; c.step == step {
+			ready = math.Max(ready, c.t)
+		}
+	}
+	if math.IsInf(ready, -1) {
+		ready = 0
+	}
+	return ready
+}
+
+func (nd *node) stepDone(step int) bool {
+	for i := range nd.chains {
+		if c := &nd.chains[i]; c.step == step && !c.done {
+			return false
+		}
+	}
+	return true
+}
+
+// read plays chain c's next run: it opens the shard, demand-fetching it
+// if absent, and waits for it.
+func (nd *node) read(c *chain) {
+	nd.advance(c.t)
+	if !c.started {
+		// The consumer moves on from its last batch: the shard it held
+		// is released.
+		c.started = true
+		nd.release(c.step - nd.perRank)
+	}
+	run := nd.runs[c.run]
+	sh := run.Shard
+	// A run straddling two ranks' parts is counted once.
+	if count := run.Start >= c.from || c.first; count {
+		switch nd.state[sh] {
+		case present:
+			if nd.doneAt[sh] <= c.t {
+				nd.hits++
+			} else {
+				nd.misses++
+			}
+		case inFlight:
+			nd.misses++
+		case absent:
+			nd.misses++
+		}
+	}
+	if nd.state[sh] == absent {
+		nd.demandFetch(sh, c.t, c.origin)
+		nd.flush()
+	}
+	c.t = math.Max(c.t, nd.doneAt[sh])
+	nd.clock++
+	nd.lastUse[sh] = nd.clock
+	// The consumer holds a lease on the shard it reads; the last shard of
+	// the step stays leased into the next.
+	if run.Start >= c.from && run.Start+run.Len <= c.to {
+		// Read whole: its shard's next use is a later run.
+		nd.consumed[c.run] = true
+		nd.anyConsumed = true
+	}
+	if run.Start+run.Len >= c.hi {
+		nd.leased[sh]++
+		nd.lease(c.step, sh)
+		nd.vic.remove(sh)
+	} else if nd.vic.has(sh) {
+		if nd.consumed[c.run] && nd.use[sh] == max(run.Start, nd.pos) {
+			// Its key was this run, the earliest not read: now the next.
+			nd.use[sh] = nd.unread(int(nd.nextSame[c.run]), nd.pos)
+		}
+		nd.vic.set(sh, nd.candidate(sh))
+	}
+	c.run++
+	if c.run >= len(nd.runs) || nd.runs[c.run].Start >= c.to {
+		c.done = true
+	}
+}
+
+// chain is one rank's consumer reading its part of a step: the run it
+// reads next, its part [from, to) of the step [.., hi), and the time it
+// gets there.
 type chain struct {
 	run      int
 	from, to int64
+	hi       int64
 	t        float64
+	step     int
 	first    bool // the step's first part
 	origin   int  // the consumer reading it
 	done     bool
+	started  bool // read its first run
 }
 
-// nextChain returns the unfinished chain that is earliest, nil if none.
+// leases are the shards the last runs of a step hold into the next.
+type leases struct {
+	step   int
+	shards []int
+}
+
+// nextChain returns the unfinished chain that is earliest (the earlier
+// step first at one time), nil if none.
 func (nd *node) nextChain() *chain {
 	var best *chain
 	for i := range nd.chains {

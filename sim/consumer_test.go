@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -131,4 +132,52 @@ func TestPerConsumerPrefetch(t *testing.T) {
 		t.Fatalf("%d prefetches, %d evictions: the case does not exercise the walks under evictions", n, r.Nodes[0].Evictions)
 	}
 	t.Logf("%d prefetches, %d evictions, budget %d", n, r.Nodes[0].Evictions, prefetchBudget(c, c.consumers()))
+}
+
+// DataLoader workers read ahead of the training loop (torch's
+// prefetch_factor): with no prefetch budget (the cache holds four shards,
+// two consumers) every shard is read on demand when its worker begins the
+// batch. 8 batches of one shard each, 100 ms per shard, a 1 s step, two
+// workers: each worker reads its first two batches at once (the loop asks
+// for prefetch_factor of each at the start) and batch s + 4 when batch s
+// is taken, so after the first no step waits. Without read-ahead each
+// batch would be read when its step begins: 7 stalls of 100 ms, which a
+// rank iterator (no workers) still has.
+func TestReadAhead(t *testing.T) {
+	sizes := []int64{10, 10, 10, 10, 10, 10, 10, 10}
+	cfg := func(rank bool, factor int) *Config {
+		return &Config{
+			Dataset:        UniformDataset(sizes, 100, 500),
+			Plan:           plan.Options{BatchSize: 10},
+			Shape:          plan.Shape{Nodes: 1, RanksPerNode: 1, WorkersPerRank: 2},
+			RankIterator:   rank,
+			PrefetchFactor: factor,
+			Store:          Store{Latency: 100 * time.Millisecond},
+			StepTime:       Fixed(time.Second),
+			CacheLimit:     500 + 4*1000,
+		}
+	}
+	if b := prefetchBudget(cfg(false, 0), 2); b != 0 {
+		t.Fatalf("budget %d, want none", b)
+	}
+	for _, factor := range []int{0, 1, 2, 3} {
+		r, err := Run(context.Background(), cfg(false, factor))
+		if err != nil {
+			t.Fatal(err)
+		}
+		near(t, "ttfb", r.TimeToFirstBatchS, 0.1)
+		if r.StalledSteps != 0 || r.Samples != 80 || r.StoreRequests != 2+8 {
+			t.Errorf("prefetch factor %d: %d stalled steps (%.3f s), %d samples, %d requests; want none, 80, 10",
+				factor, r.StalledSteps, r.StallS, r.Samples, r.StoreRequests)
+		}
+	}
+	rc := cfg(true, 0)
+	rc.CacheLimit = 500 + 2*1000 // one consumer: no budget either
+	r, err := Run(context.Background(), rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.StalledSteps != 7 || math.Abs(r.StallS-0.7) > 1e-9 {
+		t.Errorf("rank iterator: %d stalled steps (%.3f s), want 7 (0.7 s)", r.StalledSteps, r.StallS)
+	}
 }

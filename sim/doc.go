@@ -6,7 +6,9 @@
 // window, budget and fetch slots, a node's walks sharing its cache, link
 // and eviction), over a model of the store (per-request latency, a FIFO
 // link per node), the consumers (each rank reads its part of a step in
-// order) and the training step. It reports time to first batch, the
+// order; a DataLoader worker up to its prefetch factor of batches ahead of
+// the training loop, as torch's DataLoader asks) and the training step.
+// It reports time to first batch, the
 // stalled steps and their wait, throughput, bytes and requests to the
 // store, peak cache use and evictions, per node and for the run, and
 // searches the smallest cache limit that adds no stall. What it models,

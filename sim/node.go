@@ -66,25 +66,36 @@ type node struct {
 	sc       *plan.Schedule
 	runs     []plan.ShardRun
 	nextSame []int32 // per run: the next run of its shard (-1: none)
-	cons     []consumer
-	wake     []int32 // consumers whose fetch slot freed, to pump
-	waitOut  int     // consumers whose first sample is not out
-	perRank  int     // consumers per rank
-	partRun  []int32 // per step and rank: the run of the part's start
-	useRun   int     // first run whose shard's next use may be behind pos
-	hzRun    int     // first run beyond the look-ahead horizon
-	pos      int64
-	horizon  int64
-	budget   int   // one consumer's prefetch budget
-	stepRun  int   // first run overlapping the current step
-	cur      []int // shards leased by the current step
-	chains   []chain
+	// consumed marks the runs a consumer has read (with read-ahead, ahead
+	// of pos): a shard's next use is its next run not read yet.
+	consumed    []bool
+	anyConsumed bool
+	cons        []consumer
+	wake        []int32 // consumers whose fetch slot freed, to pump
+	waitOut     int     // consumers whose first sample is not out
+	perRank     int     // consumers per rank
+	partRun     []int32 // per step and rank: the run of the part's start
+	useRun      int     // first run whose shard's next use may be behind pos
+	hzRun       int     // first run beyond the look-ahead horizon
+	pos         int64
+	horizon     int64
+	budget      int      // one consumer's prefetch budget
+	stepRun     int      // first run overlapping the current step
+	cur         []leases // shards leased by the steps read, a ring by step
+	begun       int      // the next step whose chains are not begun
+	chains      []chain
 
 	// figures
 	bytes, requests, downloads, evictions int64
 	hits, misses, overLimit               int64
-	workerFree                            []float64
-	rep                                   NodeReport
+	// workerFree is when each DataLoader worker is done with its last
+	// batch; taken is when the training loop took each of the last
+	// readAhead batches (a ring by step), epochStart when the epoch's
+	// loop began.
+	workerFree []float64
+	taken      []float64
+	epochStart float64
+	rep        NodeReport
 }
 
 // pend is a fetch started at t by consumer origin, not yet placed on the
@@ -127,6 +138,8 @@ func newNode(c *Config, id int) *node {
 		owners:     make([][]int32, n),
 		vic:        newVictims(n),
 		workerFree: make([]float64, c.Shape.WorkersPerRank),
+		taken:      make([]float64, max(c.readAhead(), 1)),
+		cur:        make([]leases, c.Shape.WorkersPerRank+2),
 	}
 	nd.horizon = int64(max(2*c.predownload(), 1024)) * int64(c.consumers())
 	nd.budget = prefetchBudget(c, c.consumers())
@@ -169,6 +182,12 @@ func (nd *node) beginEpoch(sc *plan.Schedule) {
 	nd.sc = sc
 	nd.runs = sc.Runs()
 	nd.nextSame = nextSame(nd.runs, len(nd.state), nd.nextSame)
+	if cap(nd.consumed) < len(nd.runs) {
+		nd.consumed = make([]bool, len(nd.runs))
+	}
+	nd.consumed = nd.consumed[:len(nd.runs)]
+	clear(nd.consumed)
+	nd.anyConsumed = false
 	nd.useRun, nd.hzRun, nd.pos, nd.stepRun = 0, 0, 0, 0
 	// The last epoch's prefetches in flight belong to its iterators.
 	for i := range nd.owners {
@@ -224,8 +243,41 @@ func (nd *node) offer(shard int) {
 	if nd.state[shard] != present || !cache.Evictable(nd.leased[shard] > 0, false, false) {
 		return
 	}
-	nd.use[shard] = nd.sc.NextUse(shard, nd.pos)
+	nd.use[shard] = nd.nextUse(shard, nd.pos)
 	nd.vic.set(shard, nd.candidate(shard))
+}
+
+// nextUse is the plan's next use of shard at or after pos, passing over
+// the runs a consumer has read already (-1: none).
+func (nd *node) nextUse(shard int, pos int64) int64 {
+	u := nd.sc.NextUse(shard, pos)
+	if u < 0 || !nd.anyConsumed {
+		return u
+	}
+	// The run holding u (the runs ascend).
+	runs := nd.runs
+	lo, hi := 0, len(runs)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if runs[m].Start+runs[m].Len > u {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return nd.unread(lo, pos)
+}
+
+// unread returns the start (at least pos) of run k or, if read, of the
+// next run of its shard not read (-1: none).
+func (nd *node) unread(k int, pos int64) int64 {
+	for k >= 0 && k < len(nd.runs) && nd.consumed[k] {
+		k = int(nd.nextSame[k])
+	}
+	if k < 0 || k >= len(nd.runs) {
+		return -1
+	}
+	return max(nd.runs[k].Start, pos)
 }
 
 // moved updates the candidates' keys after the consumers moved to pos:
@@ -246,18 +298,15 @@ func (nd *node) moved() {
 		}
 		if r.Start+r.Len > pos {
 			// Still in use: its next use moves with pos.
-			nd.use[r.Shard] = pos
+			nd.use[r.Shard] = nd.unread(nd.useRun, pos)
 			nd.vic.set(r.Shard, nd.candidate(r.Shard))
 			break
 		}
-		// Passed: the next use is the start of the shard's next run (the
-		// first use at or after pos: no run of it lies between).
-		u := int64(-1)
-		if k := nd.nextSame[nd.useRun]; k >= 0 {
-			u = runs[k].Start
-		}
+		// Passed: the next use is the start of the shard's next run not
+		// read (the first use at or after pos: no run of it lies between).
+		u := nd.unread(int(nd.nextSame[nd.useRun]), pos)
 		if u >= 0 && u < pos {
-			u = nd.sc.NextUse(r.Shard, pos)
+			u = nd.nextUse(r.Shard, pos)
 		}
 		nd.use[r.Shard] = u
 		nd.vic.set(r.Shard, nd.candidate(r.Shard))
@@ -469,12 +518,32 @@ func (nd *node) demandFetch(sh int, t float64, origin int) {
 	nd.fetch(sh, t, true, origin)
 }
 
-// release gives back the current step's leases.
-func (nd *node) release() {
-	for _, sh := range nd.cur {
-		nd.leased[sh]--
-		nd.offer(sh)
+// release gives back the leases of step (every one with step < 0): the
+// consumer that read it moved on. The leases are kept by step in a ring
+// (the steps holding leases are fewer than its length: a step's are
+// released when its consumer begins its next batch).
+func (nd *node) release(step int) {
+	for i := range nd.cur {
+		l := &nd.cur[i]
+		if len(l.shards) == 0 || (step >= 0 && l.step != step) {
+			continue
+		}
+		for _, sh := range l.shards {
+			nd.leased[sh]--
+			nd.offer(sh)
+		}
+		l.shards = l.shards[:0]
 	}
 	nd.gen++
-	nd.cur = nd.cur[:0]
+}
+
+// lease holds the shards a step's reads keep leased into the next step.
+func (nd *node) lease(step, shard int) {
+	l := &nd.cur[step%len(nd.cur)]
+	if l.step != step && len(l.shards) > 0 {
+		// Not released yet (a step that outlived the ring): release it.
+		nd.release(l.step)
+	}
+	l.step = step
+	l.shards = append(l.shards, shard)
 }

@@ -182,7 +182,7 @@ func Run(ctx context.Context, c *Config) (*Report, error) {
 			rep.Steps++
 		}
 		for _, nd := range nodes {
-			nd.release()
+			nd.release(-1)
 		}
 	}
 	rep.WallS = t - start

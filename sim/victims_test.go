@@ -10,7 +10,7 @@ import (
 )
 
 // bruteVictim is the policy's choice by a scan of the whole cache, every
-// distance computed afresh from the schedule: what the cache's evict does
+// distance computed afresh from the schedule (and the runs read): what the cache's evict does
 // (sort all candidates) for one victim.
 func bruteVictim(nd *node) (int, cache.Candidate) {
 	best, bestKey := -1, cache.Candidate{}
@@ -18,7 +18,8 @@ func bruteVictim(nd *node) (int, cache.Candidate) {
 		if st != present || nd.leased[sh] > 0 {
 			continue
 		}
-		u := nd.sc.NextUse(sh, nd.pos)
+		// The plan's next use, past the runs a consumer read ahead.
+		u := nd.nextUse(sh, nd.pos)
 		k := cache.NewCandidate(u >= 0 && u-nd.pos <= nd.horizon, u-nd.pos, nd.lastUse[sh])
 		if best < 0 || cache.CompareCandidates(k, bestKey) < 0 {
 			best, bestKey = sh, k
@@ -68,7 +69,7 @@ func TestVictimsMatchFullScan(t *testing.T) {
 			c.onEvict = func(nd *node, victim int) {
 				evictions++
 				want, wk := bruteVictim(nd)
-				u := nd.sc.NextUse(victim, nd.pos)
+				u := nd.nextUse(victim, nd.pos)
 				fresh := cache.NewCandidate(u >= 0 && u-nd.pos <= nd.horizon, u-nd.pos, nd.lastUse[victim])
 				k := nd.vic.key[victim]
 				if k.Class == cache.Planned {
@@ -79,7 +80,7 @@ func TestVictimsMatchFullScan(t *testing.T) {
 				}
 				// Every candidate's key, not only the victim's, is current.
 				for _, sh := range nd.vic.all() {
-					u := nd.sc.NextUse(int(sh), nd.pos)
+					u := nd.nextUse(int(sh), nd.pos)
 					f := cache.NewCandidate(u >= 0 && u-nd.pos <= nd.horizon, u-nd.pos, nd.lastUse[sh])
 					k := nd.vic.key[sh]
 					if k.Class == cache.Planned {

@@ -33,6 +33,7 @@ type simulateFlags struct {
 	nodes, ranks, workers    int
 	epochs                   int
 	predownload, concurrency int
+	prefetchFactor           int
 	cacheLimit               string
 	keepZip                  bool
 	shardSizes               string
@@ -67,12 +68,14 @@ how long, the input-wait fraction, throughput, bytes and requests to the store
 and peak cache use; --search-min-cache finds the smallest cache limit with no
 stall (on node 0); --vary KEY=V1,V2,... compares settings side by side (keys:
 cache_limit, shuffle_algo, shuffle_block_size, predownload, nodes, batch_size,
-workers_per_rank, step_time, bandwidth_per_node, num_canonical_nodes).
+workers_per_rank, prefetch_factor, step_time, bandwidth_per_node,
+num_canonical_nodes).
 
 The dataset is a directory or URL holding index.json, or an index.json file;
 without one, --shard-sizes or --shards/--samples with --sample-bytes describe
 it. --rank-iterator models sluice stream (one iterator per rank) instead of
-the agent (one per DataLoader worker).`,
+the agent (one per DataLoader worker); --prefetch-factor is the DataLoader's
+prefetch_factor (batches a worker may read ahead of the training loop).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runSimulate(cmd.Context(), e, &f, args)
@@ -91,6 +94,7 @@ the agent (one per DataLoader worker).`,
 	fl.IntVar(&f.epochs, "epochs", 1, "epochs to play (the cache is kept between them)")
 	fl.IntVar(&f.predownload, "predownload", 0, "samples each consumer prefetches ahead (0: stream's default, the larger of 8×batch size and the prefetch concurrency × the average shard)")
 	fl.IntVar(&f.concurrency, "prefetch-concurrency", 0, "concurrent prefetches per consumer (0: 8)")
+	fl.IntVar(&f.prefetchFactor, "prefetch-factor", 0, "batches each DataLoader worker may read ahead of the training loop, as torch's prefetch_factor (0: 2, its default; unused with --rank-iterator)")
 	fl.StringVar(&f.cacheLimit, "cache-limit", "", `cache limit per node ("200gb"; default: none)`)
 	fl.BoolVar(&f.keepZip, "keep-zip", false, "keep compressed shards in the cache after decompressing")
 	fl.StringVar(&f.shardSizes, "shard-sizes", "", "comma-separated shard sample counts (instead of a dataset)")
@@ -299,7 +303,7 @@ func simulateConfig(f *simulateFlags, ds *sim.Dataset) (*sim.Config, error) {
 			ShuffleBlockSize: f.shuffleBlockSize, NumCanonicalNodes: f.numCanonicalNodes, BatchSize: f.batchSize},
 		Shape:  plan.Shape{Nodes: f.nodes, RanksPerNode: f.ranks, WorkersPerRank: f.workers},
 		Epochs: f.epochs, Predownload: f.predownload, PrefetchConcurrency: f.concurrency,
-		RankIterator: f.rankIterator, DecodeCost: f.decodeCost,
+		RankIterator: f.rankIterator, DecodeCost: f.decodeCost, PrefetchFactor: f.prefetchFactor,
 		Store: sim.Store{Latency: f.latency},
 	}
 	var err error
@@ -368,6 +372,9 @@ func applyVary(c *sim.Config, key, v string) error {
 	case "workers_per_rank":
 		n, err = atoi()
 		c.Shape.WorkersPerRank = n
+	case "prefetch_factor":
+		n, err = atoi()
+		c.PrefetchFactor = n
 	case "step_time":
 		c.StepTime, err = sim.ParseStepTime(v)
 	case "bandwidth_per_node":

@@ -82,3 +82,38 @@ func TestSimulateErrors(t *testing.T) {
 		}
 	}
 }
+
+// --prefetch-factor is the DataLoader's: a worker that may read further
+// ahead of the loop gets the slow batches (a new shard each third batch,
+// read on demand: no prefetch budget) ready before their steps.
+func TestSimulatePrefetchFactor(t *testing.T) {
+	stalls := map[string]int{}
+	for _, f := range []string{"1", "4"} {
+		// 6 shards of 30 samples × 100 B, batches of 10: the index is
+		// 2400 B, the cache holds it and two shards (no prefetch budget
+		// for one worker).
+		out, err := runCLI(t, "simulate", "--shard-sizes", "30,30,30,30,30,30", "--sample-bytes", "100",
+			"--batch-size", "10", "--workers-per-rank", "1", "--latency", "300ms", "--step-time", "150ms",
+			"--cache-limit", "8400", "--prefetch-factor", f, "--json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r simulateRun
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		stalls[f] = r.Report.StalledSteps
+	}
+	t.Logf("stalled steps: %v", stalls)
+	if stalls["1"] == 0 || stalls["4"] >= stalls["1"] {
+		t.Errorf("stalled steps with prefetch factor 1: %d, 4: %d; want fewer with 4", stalls["1"], stalls["4"])
+	}
+	if _, err := runCLI(t, "simulate", "--shards", "4", "--samples", "100", "--batch-size", "2", "--prefetch-factor", "-1"); err == nil {
+		t.Error("--prefetch-factor -1: no error")
+	}
+	out, err := runCLI(t, "simulate", "--shards", "4", "--samples", "100", "--batch-size", "2", "--workers-per-rank", "2",
+		"--vary", "prefetch_factor=1,3")
+	if err != nil || !strings.Contains(out, "== prefetch_factor=3") {
+		t.Errorf("--vary prefetch_factor: %v\n%s", err, out)
+	}
+}
