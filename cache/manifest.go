@@ -26,6 +26,56 @@ type manifest struct {
 
 const manifestDir = "datasets"
 
+// appendManifest appends the manifest of the shards of directory dir as
+// json.Marshal writes a manifest, byte for byte, without building one (a
+// 40k-shard dataset's is a few MB of JSON).
+func appendManifest(dst []byte, dir string, shards []Shard) []byte {
+	dst = append(dst, `{"dir":`...)
+	dst = appendJSONString(dst, dir)
+	dst = append(dst, `,"shards":`...)
+	if len(shards) == 0 {
+		return append(dst, "null}"...)
+	}
+	dst = append(dst, '[')
+	for i, sh := range shards {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if len(sh.Files) == 0 {
+			dst = append(dst, "null"...)
+			continue
+		}
+		dst = append(dst, '[')
+		for j, f := range sh.Files {
+			if j > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, '[')
+			dst = appendJSONString(dst, f.Raw)
+			dst = append(dst, ',')
+			dst = appendJSONString(dst, f.Zip)
+			dst = append(dst, ']')
+		}
+		dst = append(dst, ']')
+	}
+	return append(dst, "]}"...)
+}
+
+// appendJSONString appends s as json.Marshal writes a string: printable
+// ASCII other than " \ < > & as it is, anything else through
+// json.Marshal itself.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s) // a string always marshals
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
 func (d *Dataset) manifestPath() string {
 	h := fnv.New64a()
 	h.Write([]byte(d.src.Dir))
@@ -35,18 +85,7 @@ func (d *Dataset) manifestPath() string {
 // writeManifest records the dataset's shard files. Call under the
 // directory lock.
 func (d *Dataset) writeManifest() error {
-	m := manifest{Dir: d.src.Dir}
-	for _, sh := range d.src.Shards {
-		var files [][2]string
-		for _, f := range sh.Files {
-			files = append(files, [2]string{f.Raw, f.Zip})
-		}
-		m.Shards = append(m.Shards, files)
-	}
-	b, err := json.Marshal(&m)
-	if err != nil {
-		return err
-	}
+	b := appendManifest(nil, d.src.Dir, d.src.Shards)
 	p := d.manifestPath()
 	if old, err := os.ReadFile(p); err == nil && string(old) == string(b) {
 		return nil

@@ -133,7 +133,10 @@ func (p *Planner) resample(c *epochConfig, stream int) (*resampled, error) {
 		s += c.epoch
 	}
 	g := nprand.New(uint64(s))
-	var units []unit
+	// Every stream's sampling first, to size the units at once (one
+	// allocation for 40k shards, not a slice grown and copied).
+	all := make([][]int64, len(p.streams))
+	var count int64
 	for si, st := range p.streams {
 		if stream >= 0 && si != stream {
 			continue
@@ -142,6 +145,25 @@ func (p *Planner) resample(c *epochConfig, stream int) (*resampled, error) {
 		if err != nil {
 			return nil, fmt.Errorf("stream %d: %w", si, err)
 		}
+		all[si] = chooses
+		for k, n := range st.shardSizes {
+			if n > 0 {
+				count += chooses[k] / n
+				if chooses[k]%n != 0 {
+					count++
+				}
+			}
+		}
+	}
+	if count > maxUnits {
+		count = 0 // too many: the loop below says so
+	}
+	units := make([]unit, 0, count)
+	for si, st := range p.streams {
+		if stream >= 0 && si != stream {
+			continue
+		}
+		chooses := all[si]
 		base := st.sampleBase
 		for k, n := range st.shardSizes {
 			if n > 0 {
