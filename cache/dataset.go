@@ -81,6 +81,8 @@ type Dataset struct {
 	remote bool
 	// st is guarded by c.mu.
 	st []shardState
+	// maxFoot is the largest Footprint (the shards never change).
+	maxFoot int64
 
 	stats counters
 }
@@ -146,6 +148,9 @@ func (c *Cache) Add(ctx context.Context, src *Source) (*Dataset, error) {
 	d := &Dataset{
 		c: c, src: s, dir: dir,
 		remote: s.Bucket != nil, st: make([]shardState, len(s.Shards)),
+	}
+	for i := range s.Shards {
+		d.maxFoot = max(d.maxFoot, d.Footprint(i))
 	}
 	if err := os.MkdirAll(d.dir, d.c.opts.dirMode()); err != nil {
 		return nil, fmt.Errorf("cache %s: %w", c.dir, err)
@@ -249,13 +254,7 @@ func (d *Dataset) Footprint(shard int) int64 {
 }
 
 // MaxFootprint returns the largest Footprint over the dataset's shards.
-func (d *Dataset) MaxFootprint() int64 {
-	var m int64
-	for i := range d.src.Shards {
-		m = max(m, d.Footprint(i))
-	}
-	return m
-}
+func (d *Dataset) MaxFootprint() int64 { return d.maxFoot }
 
 // CheckLimit fails with a *LimitError when the cache limit cannot hold
 // leases on holders shards at once plus one shard being fetched, besides
