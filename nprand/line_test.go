@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicedata/sluice/internal/cputime"
 	"github.com/sluicedata/sluice/nprand"
 )
 
@@ -61,7 +62,7 @@ func BenchmarkCountLine(b *testing.B) {
 	b.Run("line", func(b *testing.B) {
 		g := nprand.New(1)
 		var s int
-		cpu := processCPU()
+		cpu := cputime.Process()
 		for b.Loop() {
 			n, _ := g.CountLine(4096, 1<<52, 1<<40, 1<<20, 1<<20, nil)
 			s += n
@@ -72,7 +73,7 @@ func BenchmarkCountLine(b *testing.B) {
 	b.Run("fill", func(b *testing.B) {
 		g := nprand.New(1)
 		d := make([]float64, 4096)
-		cpu := processCPU()
+		cpu := cputime.Process()
 		for b.Loop() {
 			g.FillFloat64(d)
 		}
@@ -84,7 +85,7 @@ func BenchmarkCountLine(b *testing.B) {
 // benchmarks here run on one goroutine; wall time on a shared machine also
 // counts waiting for a core).
 func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(cputime.Process()-start)/float64(b.N), "cpu-ns/op")
 }
 
 // TestSkipShuffleMatchesIntervals replays shuffles draw by draw with

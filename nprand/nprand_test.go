@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sluicedata/sluice/internal/cputime"
 	"github.com/sluicedata/sluice/nprand"
 )
 
@@ -375,7 +376,7 @@ func BenchmarkShuffle1M(b *testing.B) {
 
 func BenchmarkSkipShuffle1M(b *testing.B) {
 	g := nprand.New(1)
-	cpu := processCPU()
+	cpu := cputime.Process()
 	for b.Loop() {
 		g.SkipShuffle(1 << 20)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicedata/sluice/internal/cputime"
 	"github.com/sluicedata/sluice/partition"
 	"github.com/sluicedata/sluice/shuffle"
 )
@@ -42,7 +43,7 @@ func BenchmarkGet(b *testing.B) {
 			b.Run(algo+"/"+label(n), func(b *testing.B) {
 				p := shuffle.Params{Algo: algo, UnitSizes: units(n), NumCanonicalNodes: 8, Seed: 9176}
 				b.ReportAllocs()
-				cpu := processCPU()
+				cpu := cputime.Process()
 				for b.Loop() {
 					if _, err := shuffle.Get(p); err != nil {
 						b.Fatal(err)
@@ -63,7 +64,7 @@ func BenchmarkNew(b *testing.B) {
 			b.Run(algo+"/"+label(n), func(b *testing.B) {
 				p := shuffle.Params{Algo: algo, UnitSizes: units(n), NumCanonicalNodes: 8, Seed: 9176}
 				b.ReportAllocs()
-				cpu := processCPU()
+				cpu := cputime.Process()
 				for b.Loop() {
 					if _, err := shuffle.New(p); err != nil {
 						b.Fatal(err)
@@ -85,7 +86,7 @@ func BenchmarkResume(b *testing.B) {
 					p := shuffle.Params{Algo: algo, UnitSizes: units(n), NumCanonicalNodes: ncn, Seed: 9176}
 					dst := make([]int64, 256)
 					b.ReportAllocs()
-					cpu := processCPU()
+					cpu := cputime.Process()
 					for b.Loop() {
 						s, err := shuffle.New(p)
 						if err != nil {
@@ -112,7 +113,7 @@ func BenchmarkRankPlan(b *testing.B) {
 		for _, n := range benchSizes {
 			b.Run(algo+"/"+label(n), func(b *testing.B) {
 				b.ReportAllocs()
-				cpu := processCPU()
+				cpu := cputime.Process()
 				for b.Loop() {
 					ids := rankPlan(b, algo, n)
 					if len(ids) == 0 {
@@ -128,7 +129,7 @@ func BenchmarkRankPlan(b *testing.B) {
 // reportCPU reports the process CPU time per operation since start (it
 // includes the garbage collector's work).
 func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64(processCPU()-start)/float64(b.N)/1e6, "cpu-ms/op")
+	b.ReportMetric(float64(cputime.Process()-start)/float64(b.N)/1e6, "cpu-ms/op")
 }
 
 func rankPlan(b *testing.B, algo string, n int64) []int64 {

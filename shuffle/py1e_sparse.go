@@ -1,0 +1,222 @@
+package shuffle
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"sort"
+)
+
+// sparseDefault is the longest request served by fillSparse: a few batches,
+// a resume's first request.
+const sparseDefault = 1 << 14
+
+// sparseWiden is how far beyond each end of a request fillSparse counts,
+// so that nearby requests find it in the cache (sparseKeep entries).
+const (
+	sparseWiden = 1 << 12
+	sparseKeep  = 4
+)
+
+// sparseEntry is a counted range of node c: the inputs of output ranks
+// [below, below+len(kept)) in rank order.
+type sparseEntry struct {
+	c     int
+	below int64
+	kept  []jPos
+}
+
+// sparseCached returns the inputs of node c's output ranks [lo, hi) from
+// a counted range, if one holds them.
+func (e *py1e) sparseCached(c int, lo, hi int64) ([]jPos, bool) {
+	e.sparseMu.Lock()
+	var hit *sparseEntry
+	for i := range e.sparse {
+		s := &e.sparse[i]
+		if s.c == c && s.below <= lo && s.below+int64(len(s.kept)) >= hi {
+			hit = s
+			break
+		}
+	}
+	var sel []jPos
+	if hit != nil {
+		sel = hit.kept[lo-hit.below : hi-hit.below] // entries are never modified
+	}
+	e.sparseMu.Unlock()
+	return sel, hit != nil
+}
+
+func (e *py1e) sparseStore(c int, below int64, kept []jPos) {
+	e.sparseMu.Lock()
+	defer e.sparseMu.Unlock()
+	if len(e.sparse) == sparseKeep {
+		e.sparse = slices.Delete(e.sparse, 0, 1)
+	}
+	e.sparse = append(e.sparse, sparseEntry{c, below, kept})
+}
+
+// fillSparse computes node c's output positions [lo, hi) (node-relative)
+// for a short request, drawing only the shifts of inputs whose position can
+// fall near the requested ranks instead of evaluating fillWindow's whole
+// window twice.
+//
+// It guesses a position range [x0, x1) around [lo, hi) (the positions
+// where the expected number of inputs below is lo - slack and hi + slack;
+// the count's deviation from its expectation is about sqrt(M/3) for shifts
+// bounded by M), then, span by span, counts the inputs certainly below x0
+// without drawing (j + ub + 1 < x0), skips those certainly at or above x1,
+// and draws the rest exactly as positions does: below counts those under
+// x0, and the ones in [x0, x1) are kept. When below ≤ lo and below + kept ≥
+// hi, the kept inputs sorted by (position, index) hold output ranks below,
+// below+1, … exactly. Otherwise the guess is widened by the deficit and
+// retried; after a few misses it reports false and the caller falls back to
+// fillWindow. The cost is O(M + request) draws (M about half a block) plus
+// the spans of the selected inputs, instead of O(2.5 blocks) twice.
+func (e *py1e) fillSparse(dst []int64, c int, lo, hi int64) bool {
+	sel, ok := e.sparseSel(c, lo, hi)
+	if ok {
+		e.idsOf(dst, c, sel)
+	}
+	return ok
+}
+
+// sparseSel returns the inputs (position, node index) of node c's output
+// ranks [lo, hi), in rank order, counted as fillSparse describes; false
+// when the guesses missed (the caller falls back to the window path).
+func (e *py1e) sparseSel(c int, lo, hi int64) ([]jPos, bool) {
+	e.ready(c)
+	mm := (e.margin[c] - 2) / 2
+	d := 6*int64(math.Sqrt(float64(mm)/3)) + 64
+	if e.sparseSlack > 0 {
+		d = e.sparseSlack
+	}
+	if sel, ok := e.sparseCached(c, lo, hi); ok {
+		return sel, true
+	}
+	// Count a little around the request too: the neighbours' requests
+	// (the other workers' first batches after a resume lie next to each
+	// other) are then served from the cache, and widening costs a few
+	// thousand draws against the margin's million.
+	wlo, whi := lo-sparseWiden, hi+sparseWiden
+	if e.sparseSlack > 0 {
+		wlo, whi = lo, hi // the tests' forced retries
+	}
+	x0, x1 := e.expectedPos(c, float64(wlo-d)), e.expectedPos(c, float64(whi+d))
+	var kept []jPos
+	for range 3 {
+		var below int64
+		below, kept = e.countKeep(c, x0, x1, kept[:0])
+		n := int64(len(kept))
+		if below <= lo && below+n >= hi {
+			sortKept(kept, x0, x1)
+			e.sparseStore(c, below, kept)
+			return kept[lo-below : hi-below], true
+		}
+		if below > lo {
+			x0 -= float64(below-lo) + float64(d)
+		}
+		if below+n < hi {
+			x1 += float64(hi-below-n) + float64(d)
+		}
+	}
+	return nil, false
+}
+
+// expectedPos returns a position x (node-relative) at which the expected
+// number of node c's inputs with a smaller position is about r: the
+// expectation is a sum over spans of closed forms (shifts are uniform in
+// [lb, ub]), increasing in x, inverted by bisection. Near a node's edges the
+// shift ranges are clipped and positions drift from ranks; this keeps the
+// guess of fillSparse centred there too.
+func (e *py1e) expectedPos(c int, r float64) float64 {
+	l := e.l
+	m := float64(l.spanPos[l.nodeSpan[c+1]] - l.spanPos[l.nodeSpan[c]])
+	if r <= 0 || r >= m {
+		return r
+	}
+	mm := float64((e.margin[c] - 2) / 2)
+	lo, hi := r-mm-2, r+mm+2
+	for hi-lo > 0.5 {
+		mid := (lo + hi) / 2
+		if e.expectedBelow(c, mid) < r {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return (lo + hi) / 2
+}
+
+// expectedBelow returns the expected number of node c's inputs with a
+// position below x.
+func (e *py1e) expectedBelow(c int, x float64) float64 {
+	l := e.l
+	first, last := l.nodeSpan[c], l.nodeSpan[c+1]
+	ns := l.spanPos[first]
+	mm := float64((e.margin[c] - 2) / 2)
+	// Spans entirely below x - M - 1 count whole; find the first that is not.
+	i := sort.Search(last-first, func(k int) bool {
+		return float64(l.spanPos[first+k+1]-ns) > x-mm-1
+	}) + first
+	sum := float64(l.spanPos[i] - ns)
+	for ; i < last; i++ {
+		off := float64(l.spanPos[i] - ns)
+		if off > x+mm+1 {
+			break
+		}
+		z := float64(l.spans[i].size())
+		lb, w := e.low[i], e.width[i]
+		// Input j counts with probability clamp((x - lb - j)/w, 0, 1).
+		t := x - lb
+		if w <= 0 {
+			sum += clampF(math.Ceil(t)-off, 0, z)
+			continue
+		}
+		full := clampF(math.Floor(t-w)-off+1, 0, z)   // j ≤ t - w: probability 1
+		part := clampF(math.Ceil(t)-off, 0, z) - full // t - w < j < t
+		if part > 0 {
+			j0 := off + full // first partial input; the partial ones are j0 … j0+part-1
+			sum += (part*t - (part*j0 + part*(part-1)/2)) / w
+		}
+		sum += full
+	}
+	return sum
+}
+
+func clampF(x, lo, hi float64) float64 { return min(max(x, lo), hi) }
+
+// ceilInt returns ceil(x) as an int64, saturating far outside the range of
+// positions.
+func ceilInt(x float64) int64 {
+	switch {
+	case x <= -1<<62:
+		return -1 << 62
+	case x >= 1<<62:
+		return 1 << 62
+	}
+	return int64(math.Ceil(x))
+}
+
+// idsOf writes the sample IDs of node c's inputs sel[k].j into dst[k],
+// shuffling each span that holds one of them once.
+func (e *py1e) idsOf(dst []int64, c int, sel []jPos) {
+	l := e.l
+	ns := l.spanPos[l.nodeSpan[c]]
+	order := make([]int32, len(sel))
+	for x := range order {
+		order[x] = int32(x)
+	}
+	slices.SortFunc(order, func(u, v int32) int { return cmp.Compare(sel[u].j, sel[v].j) })
+	var buf []int64
+	si := -1
+	for _, x := range order {
+		j := sel[x].j
+		if si < 0 || l.spanPos[si+1]-ns <= j {
+			// The span's first selected input (they come in ascending
+			// j): only the shuffle's tail from there is needed.
+			si = l.spanAt(ns + j)
+			buf = shuffledSpanTail(buf, l.spans[si], e.shufCk[si], j-(l.spanPos[si]-ns))
+		}
+		dst[x] = buf[j-(l.spanPos[si]-ns)]
+	}
+}
