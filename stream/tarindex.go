@@ -278,8 +278,21 @@ func (r *rangeReader) Seek(off int64, whence int) (int64, error) {
 	return off, nil
 }
 
+// drainLimit is the most unread bytes Close reads through to the end of a
+// request, so that its connection goes back to the pool: a body closed
+// before its end tears the connection down, and the next request dials a
+// new one. A scan stops at the end-of-archive blocks, just short of the
+// body's end (the end of file was never read), or before trailing record
+// padding.
+const drainLimit = 64 << 10
+
 func (r *rangeReader) Close() error {
 	if r.rc != nil {
+		if r.size-r.at <= drainLimit {
+			// Best effort: the bytes are discarded, a failure only costs
+			// the connection.
+			io.Copy(io.Discard, io.LimitReader(r.body, drainLimit+1))
+		}
 		err := r.rc.Close()
 		r.rc, r.body = nil, nil
 		return err

@@ -1,0 +1,103 @@
+package stream_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+
+	"github.com/sluicedata/sluice/format/wds"
+	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/memstore"
+	"github.com/sluicedata/sluice/stream"
+)
+
+// eofBucket records, for every range reader it hands out, whether the
+// reader was read to its end before Close: a store body closed short of
+// its end costs its connection (net/http tears it down).
+type eofBucket struct {
+	storage.Bucket
+	mu            sync.Mutex
+	closed, atEOF int
+}
+
+func (b *eofBucket) NewRangeReader(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	rc, err := b.Bucket.NewRangeReader(ctx, key, off, length)
+	if err != nil {
+		return nil, err
+	}
+	return &eofReader{ReadCloser: rc, b: b}, nil
+}
+
+type eofReader struct {
+	io.ReadCloser
+	b   *eofBucket
+	eof bool
+}
+
+func (r *eofReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if err == io.EOF {
+		r.eof = true
+	}
+	return n, err
+}
+
+func (r *eofReader) Close() error {
+	r.b.mu.Lock()
+	r.b.closed++
+	if r.eof {
+		r.b.atEOF++
+	}
+	r.b.mu.Unlock()
+	return r.ReadCloser.Close()
+}
+
+// TestTarIndexReadsBodiesToTheEnd: a scan that stops at the end-of-archive
+// blocks, before trailing record padding (GNU tar pads archives to 10 KiB
+// records), reads the rest of the body before closing it, so that the
+// connection is reused; the index is the same as without padding.
+func TestTarIndexReadsBodiesToTheEnd(t *testing.T) {
+	ctx := context.Background()
+	mb := memstore.New("data")
+	var keys []string
+	for i := range 3 {
+		var buf bytes.Buffer
+		w := wds.NewWriter(&buf)
+		for j := range 40 {
+			if err := w.Write(fmt.Sprintf("s%03d", j), map[string][]byte{"jpg": make([]byte, 300+j), "cls": []byte("1")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		plain := buf.Len()
+		if i > 0 {
+			// Zero padding to the next 10 KiB record.
+			buf.Write(make([]byte, (10240-plain%10240)%10240))
+		}
+		k := fmt.Sprintf("shard-%d.tar", i)
+		wr, _ := mb.NewWriter(ctx, k, nil)
+		wr.Write(buf.Bytes())
+		if err := wr.Close(); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	eb := &eofBucket{Bucket: mb}
+	idx, err := stream.BuildTarIndex(ctx, eb, keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range idx.Shards {
+		if s.Samples != 40 {
+			t.Errorf("shard %d: %d samples, want 40", i, s.Samples)
+		}
+	}
+	if eb.closed != len(keys) || eb.atEOF != eb.closed {
+		t.Fatalf("%d of %d bodies were read to the end before Close; want all %d", eb.atEOF, eb.closed, len(keys))
+	}
+}
