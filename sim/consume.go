@@ -39,6 +39,9 @@ func (nd *node) step(s int, t float64) float64 {
 	}
 	nd.progress(s, lo, t)
 	ready := nd.readUntil(math.Inf(1), s)
+	if math.IsInf(ready, -1) {
+		ready = t // nothing to read
+	}
 	nd.advance(ready)
 	// Drop the finished chains.
 	k := 0
@@ -94,8 +97,7 @@ func (nd *node) begin(s int, t float64) {
 
 // readUntil plays the reads of the begun chains in time order, each up to
 // before the time until, or with step ≥ 0 until step's chains are done. It
-// returns when the last of step's chains was done (its begin when it had
-// none).
+// returns when the last of step's chains was done (-Inf when it has none).
 func (nd *node) readUntil(until float64, step int) float64 {
 	for {
 		if step >= 0 && nd.stepDone(step) {
@@ -112,9 +114,6 @@ func (nd *node) readUntil(until float64, step int) float64 {
 		if c := &nd.chains[i]; c.step == step {
 			ready = math.Max(ready, c.t)
 		}
-	}
-	if math.IsInf(ready, -1) {
-		ready = 0
 	}
 	return ready
 }
