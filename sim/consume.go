@@ -14,7 +14,7 @@ import "math"
 // With DataLoader workers a worker begins reading its batch when the loop
 // asked for it (Config.PrefetchFactor) and it is done with its previous
 // one, which may be before t: the reads of every batch begun are played
-// together in time order (readFrom), each worker's on its own.
+// together in time order (readUntil), each worker's on its own.
 func (nd *node) step(s int, t float64) float64 {
 	if s == 0 {
 		nd.epochStart, nd.begun = t, 0
