@@ -3,6 +3,10 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
 	"sync"
 )
 
@@ -20,6 +24,7 @@ type behindWrites struct {
 
 type behindWrite struct {
 	rel  string
+	dir  string // the absolute directory of rel: it holds the commits it gates
 	done chan struct{}
 	err  error // set before done is closed
 }
@@ -28,8 +33,9 @@ type behindWrite struct {
 // and wait returns WriteFile's result once the file is in place (nil also
 // when another process is writing it: ErrBusy). Meanwhile shards may be
 // downloaded and read early (AcquireEarly), but no fetch of this Cache
-// renames a file into place before the write has ended, and none does at
-// all after it failed: a crash leaves the file's data and the shards in
+// renames a file into place under rel's directory (a dataset's, for its
+// index) before the write has ended, and none does at all after it
+// failed: a crash leaves the file's data and the shards in
 // temporary files that a restart discards, never shards in place without
 // the file (an index) they belong to. The write has WriteFile's wait
 // timeout; Close ends it and waits for it.
@@ -38,7 +44,11 @@ type behindWrite struct {
 // index) thus starts its first shard's download without waiting for the
 // disk to sync the index.
 func (c *Cache) WriteFileBehind(rel string, data []byte) (wait func() error) {
-	bw := &behindWrite{rel: rel, done: make(chan struct{})}
+	if err := checkRel(rel); err != nil {
+		err = fmt.Errorf("cache %s: %w", c.dir, err)
+		return func() error { return err } // gates nothing
+	}
+	bw := &behindWrite{rel: rel, dir: filepath.Join(c.dir, filepath.FromSlash(path.Dir(rel))), done: make(chan struct{})}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -80,11 +90,17 @@ func (c *Cache) WriteFileBehind(rel string, data []byte) (wait func() error) {
 	}
 }
 
-// waitBehind waits until every WriteFileBehind write pending now has
-// ended, and returns the first one's error.
-func (c *Cache) waitBehind(ctx context.Context) error {
+// waitBehind waits until every WriteFileBehind write pending now in a
+// directory holding file (an absolute path) has ended, and returns the
+// first one's error.
+func (c *Cache) waitBehind(ctx context.Context, file string) error {
 	c.behind.mu.Lock()
-	pending := append([]*behindWrite(nil), c.behind.pending...)
+	var pending []*behindWrite
+	for _, bw := range c.behind.pending {
+		if rel, err := filepath.Rel(bw.dir, file); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			pending = append(pending, bw)
+		}
+	}
 	c.behind.mu.Unlock()
 	for _, bw := range pending {
 		select {

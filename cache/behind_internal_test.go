@@ -95,11 +95,31 @@ func TestWriteFileBehindHoldsCommits(t *testing.T) {
 		t.Fatalf("index in place: %q, %v", b, err)
 	}
 
-	// A write that fails (a path outside the cache) refuses the commits
-	// that come after it.
+	// A write that fails refuses the commits under its directory that
+	// come after it, and only those: another dataset's failed write
+	// (its directory is a file here) leaves this one's alone.
 	c.behind.hold = nil
-	if err := c.WriteFileBehind("../outside.json", index)(); err == nil {
+	if err := os.WriteFile(filepath.Join(dir, "other"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteFileBehind("other/index.json", index)(); err == nil {
+		t.Fatal("write under a file: nil error")
+	}
+	if err := c.waitBehind(ctx, filepath.Join(dir, "ds", "a.mds")); err != nil {
+		t.Fatalf("another directory's failed write gates this one's commits: %v", err)
+	}
+	if err := c.WriteFileBehind("ds/../../outside.json", index)(); err == nil {
 		t.Fatal("write outside the cache: nil error")
+	}
+	if err := c.waitBehind(ctx, filepath.Join(dir, "ds", "a.mds")); err != nil {
+		t.Fatalf("a refused path outside the cache gates commits: %v", err)
+	}
+	// ds's own index write fails: its temporary name is a directory.
+	if err := os.Mkdir(filepath.Join(dir, "ds", "index.json.part"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteFileBehind("ds/index.json", index)(); err == nil {
+		t.Fatal("write onto a directory: nil error")
 	}
 	if _, err := d.Acquire(lctx, 1); err == nil {
 		t.Fatal("shard committed after the write it must follow failed")

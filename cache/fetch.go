@@ -314,7 +314,7 @@ func (d *Dataset) commit(p *part, keep bool) error {
 		return fmt.Errorf("cache: sync %s: %w", d.where(p.rel), err)
 	}
 	// Not in place before the index it belongs to (WriteFileBehind).
-	if err := d.c.waitBehind(d.c.bg); err != nil {
+	if err := d.c.waitBehind(d.c.bg, d.path(p.rel)); err != nil {
 		return fmt.Errorf("cache: commit %s: waiting for the files it belongs to: %w", d.where(p.rel), err)
 	}
 	err := d.c.locked(context.Background(), func() error {
