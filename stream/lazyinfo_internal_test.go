@@ -66,10 +66,11 @@ func TestShardInfoOnFirstUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range d.NumShards() {
-		if got := d.ShardInfo(i); !reflect.DeepEqual(*got, idx.Shards[i]) {
+		got := d.ShardInfo(i)
+		if !reflect.DeepEqual(*got, idx.Shards[i]) {
 			t.Fatalf("shard %d: %+v, want %+v", i, *got, idx.Shards[i])
 		}
-		if d.ShardInfo(i) != d.ShardInfo(i) {
+		if again := d.ShardInfo(i); again != got {
 			t.Fatalf("shard %d: a new ShardInfo on each call", i)
 		}
 		if d.ShardSamples(i) != int64(idx.Shards[i].Samples) || d.ShardBytes(i) != idx.Shards[i].RawData.Bytes {
