@@ -66,6 +66,7 @@ type node struct {
 	sc       *plan.Schedule
 	runs     []plan.ShardRun
 	nextSame []int32 // per run: the next run of its shard (-1: none)
+	runAt    []int32 // per shard: a run of it at or before its next use (-1: none)
 	// consumed marks the runs a consumer has read (with read-ahead, ahead
 	// of pos): a shard's next use is its next run not read yet.
 	consumed    []bool
@@ -136,6 +137,7 @@ func newNode(c *Config, id int) *node {
 		state: make([]uint8, n), doneAt: make([]float64, n), lastUse: make([]int64, n),
 		leased: make([]int32, n), demand: make([]bool, n), use: make([]int64, n),
 		owners:     make([][]int32, n),
+		runAt:      make([]int32, n),
 		vic:        newVictims(n),
 		workerFree: make([]float64, c.Shape.WorkersPerRank),
 		taken:      make([]float64, max(c.readAhead(), 1)),
@@ -181,7 +183,7 @@ func prefetchBudget(c *Config, consumers int) int {
 func (nd *node) beginEpoch(sc *plan.Schedule) {
 	nd.sc = sc
 	nd.runs = sc.Runs()
-	nd.nextSame = nextSame(nd.runs, len(nd.state), nd.nextSame)
+	nd.nextSame = nextSame(nd.runs, nd.runAt, nd.nextSame)
 	if cap(nd.consumed) < len(nd.runs) {
 		nd.consumed = make([]bool, len(nd.runs))
 	}
@@ -208,20 +210,22 @@ func (nd *node) beginEpoch(sc *plan.Schedule) {
 
 // nextSame returns, per run, the index of the next run of the same shard
 // (-1: none), in buf when it is large enough.
-func nextSame(runs []plan.ShardRun, shards int, buf []int32) []int32 {
+// nextSame returns, per run, the index of the next run of the same shard
+// (-1: none), in buf when it is large enough, and fills first with each
+// shard's first run (-1: none).
+func nextSame(runs []plan.ShardRun, first []int32, buf []int32) []int32 {
 	out := buf[:0]
 	if cap(out) < len(runs) {
 		out = make([]int32, len(runs))
 	}
 	out = out[:len(runs)]
-	seen := make([]int32, shards)
-	for i := range seen {
-		seen[i] = -1
+	for i := range first {
+		first[i] = -1
 	}
 	for i := len(runs) - 1; i >= 0; i-- {
 		sh := runs[i].Shard
-		out[i] = seen[sh]
-		seen[sh] = int32(i)
+		out[i] = first[sh]
+		first[sh] = int32(i)
 	}
 	return out
 }
@@ -247,25 +251,19 @@ func (nd *node) offer(shard int) {
 	nd.vic.set(shard, nd.candidate(shard))
 }
 
-// nextUse is the plan's next use of shard at or after pos, passing over
-// the runs a consumer has read already (-1: none).
+// nextUse is the plan's next use of shard at or after pos (the
+// consumers' position, which only grows in an epoch), passing over the
+// runs a consumer has read already (-1: none): the start of the first run
+// of the shard not read that ends after pos, or pos inside it. Each
+// shard's cursor (runAt) moves along its runs (nextSame) as pos grows.
 func (nd *node) nextUse(shard int, pos int64) int64 {
-	u := nd.sc.NextUse(shard, pos)
-	if u < 0 || !nd.anyConsumed {
-		return u
-	}
-	// The run holding u (the runs ascend).
 	runs := nd.runs
-	lo, hi := 0, len(runs)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if runs[m].Start+runs[m].Len > u {
-			hi = m
-		} else {
-			lo = m + 1
-		}
+	k := nd.runAt[shard]
+	for k >= 0 && runs[k].Start+runs[k].Len <= pos {
+		k = nd.nextSame[k]
 	}
-	return nd.unread(lo, pos)
+	nd.runAt[shard] = k
+	return nd.unread(int(k), pos)
 }
 
 // unread returns the start (at least pos) of run k or, if read, of the

@@ -2,12 +2,32 @@ package sim
 
 import (
 	"context"
+	"sort"
 	"testing"
 	"time"
 
 	"github.com/sluicedata/sluice/cache"
 	"github.com/sluicedata/sluice/plan"
 )
+
+// refNextUse is node.nextUse computed afresh: the plan's next use
+// (Schedule.NextUse), and if a consumer read that run ahead, the next run
+// of the shard not read.
+func refNextUse(nd *node, shard int, pos int64) int64 {
+	u := nd.sc.NextUse(shard, pos)
+	if u < 0 {
+		return u
+	}
+	runs := nd.runs
+	k := sort.Search(len(runs), func(k int) bool { return runs[k].Start+runs[k].Len > u })
+	for k >= 0 && k < len(runs) && nd.consumed[k] {
+		k = int(nd.nextSame[k])
+	}
+	if k < 0 || k >= len(runs) {
+		return -1
+	}
+	return max(runs[k].Start, pos)
+}
 
 // bruteVictim is the policy's choice by a scan of the whole cache, every
 // distance computed afresh from the schedule (and the runs read): what the cache's evict does
@@ -19,7 +39,7 @@ func bruteVictim(nd *node) (int, cache.Candidate) {
 			continue
 		}
 		// The plan's next use, past the runs a consumer read ahead.
-		u := nd.nextUse(sh, nd.pos)
+		u := refNextUse(nd, sh, nd.pos)
 		k := cache.NewCandidate(u >= 0 && u-nd.pos <= nd.horizon, u-nd.pos, nd.lastUse[sh])
 		if best < 0 || cache.CompareCandidates(k, bestKey) < 0 {
 			best, bestKey = sh, k
@@ -69,7 +89,7 @@ func TestVictimsMatchFullScan(t *testing.T) {
 			c.onEvict = func(nd *node, victim int) {
 				evictions++
 				want, wk := bruteVictim(nd)
-				u := nd.nextUse(victim, nd.pos)
+				u := refNextUse(nd, victim, nd.pos)
 				fresh := cache.NewCandidate(u >= 0 && u-nd.pos <= nd.horizon, u-nd.pos, nd.lastUse[victim])
 				k := nd.vic.key[victim]
 				if k.Class == cache.Planned {
@@ -80,7 +100,7 @@ func TestVictimsMatchFullScan(t *testing.T) {
 				}
 				// Every candidate's key, not only the victim's, is current.
 				for _, sh := range nd.vic.all() {
-					u := nd.nextUse(int(sh), nd.pos)
+					u := refNextUse(nd, int(sh), nd.pos)
 					f := cache.NewCandidate(u >= 0 && u-nd.pos <= nd.horizon, u-nd.pos, nd.lastUse[sh])
 					k := nd.vic.key[sh]
 					if k.Class == cache.Planned {
