@@ -17,7 +17,11 @@
    a node's 64 workers resuming together, and the Go image decoder
    (`go test -bench`, needs the source tree).
 
-0. The three paths side by side (printed first; --paths-only stops there):
+0. The three paths side by side (printed first; --paths-only stops there),
+   then the same under a cache_limit smaller than the data (--limit-only
+   runs just that) and torch worker processes with a custom collate_fn,
+   their tensors through torch's shared memory or sluice._wslots' reused
+   slots (--slots-only):
    torch's worker processes, the threaded feed over mapped shards, and the
    threaded feed over the agent's shared-memory batches (sluice._shm,
    SLUICE_SHM=on), for 100 KB bytes, ~200 B text + ints and a 48 KB
@@ -168,6 +172,94 @@ def paths_table(work, repeat, large, small, arrays):
             print("  %-30s %-30s %12.0f %14.1f" % (name, label, rate, cpu * 1e6))
 
 
+def limit_table(work, repeat, n):
+    """The 48 KB ndarray shape from a source directory through the agent's
+    cache under a cache_limit of 12 of its ~1 MB shards (smaller than the
+    data), shuffle blocks of 4 shards, batches of 32 spanning 2 shards: torch's worker processes, the
+    threaded feed over mapped shards (what SLUICE_SHM=auto took under a
+    limit before the agent copied records out, see agent/feed.go
+    copyRecords) and the shared-memory feed (what auto takes now), each
+    epoch from a fresh cache, alternated. Guarded by count and id sum."""
+    import numpy as np
+
+    src = os.path.join(work, "limit-src")
+    arr = np.arange(3 * 64 * 64, dtype=np.float32).reshape(3, 64, 64)
+    mdswrite.write(src, {"id": "int", "x": "ndarray:float32:3,64,64"}, ({"id": i, "x": arr} for i in range(n)),
+                   size_limit=1 << 20)
+    sizes = [os.path.getsize(os.path.join(src, f)) for f in os.listdir(src) if f.endswith(".mds")]
+    limit = os.path.getsize(os.path.join(src, "index.json")) + 12 * max(sizes)
+    per_shard = -(-n // len(sizes))
+    want = n * (n - 1) // 2
+    print("\nUnder cache_limit=%d (12 of %d shards of ~1 MB; 48 KB ndarray, batch 32, 2 workers; fresh cache per epoch)"
+          % (limit, len(sizes)))
+    print("  %-44s %12s %14s" % ("path", "samples/s", "CPU us/sample"))
+    rows = (("process loader workers=2", "workers", "off"), ("threaded feed, mapped shards (old auto)", "threads", "off"),
+            ("shared-memory feed (auto now)", "threads", "auto"))
+    best = {}
+    for r in range(repeat):
+        for label, mode, shm in rows:
+            cache = os.path.join(work, "limit-cache-%d-%s-%s" % (r, mode, shm))
+
+            def one():
+                # A shuffle block of 4 shards: with the default block (the
+                # whole dataset here) every batch would need shards the
+                # limit evicted, and re-downloads would dominate.
+                ds = sluice.StreamingDataset(remote=src, local=cache, batch_size=32, shuffle=True, cache_limit=limit,
+                                             shuffle_block_size=4 * per_shard)
+                return epoch(loader(ds, 2), False, n, want)
+
+            got = with_mode(mode, one, shm)
+            shutil.rmtree(cache, ignore_errors=True)
+            best[label] = max(best.get(label, got), got, key=lambda x: x[0])
+    for label, _, _ in rows:
+        rate, cpu = best[label]
+        print("  %-44s %12.0f %14.1f" % (label, rate, cpu * 1e6))
+
+
+def _stack_collate(samples):
+    """A custom collate_fn (the threaded feed does not take it under
+    SLUICE_FEED=auto): ids and the stacked arrays as tensors."""
+    import torch
+
+    return {"id": torch.tensor([s["id"] for s in samples]), "x": torch.stack([torch.from_numpy(s["x"]) for s in samples])}
+
+
+def worker_slots_table(work, repeat, n):
+    """48 KB ndarrays through 2 torch worker processes with a custom
+    collate_fn: the batch tensors through torch's fresh shared-memory file
+    per tensor (SLUICE_WORKER_SLOTS=0) and through the workers' reused
+    memory files (sluice._wslots, the default), alternated in one run.
+    Guarded by count and id sum."""
+    import numpy as np
+
+    d = os.path.join(work, "wslots")
+    arr = np.arange(3 * 64 * 64, dtype=np.float32).reshape(3, 64, 64)
+    mdswrite.write(d, {"id": "int", "x": "ndarray:float32:3,64,64"}, ({"id": i, "x": arr} for i in range(n)),
+                   size_limit=1 << 26)
+    want = n * (n - 1) // 2
+    print("\nWorker processes with a custom collate_fn (48 KB ndarray, batch 32, 2 workers, %d samples)" % n)
+    print("  %-44s %12s %14s" % ("path", "samples/s", "CPU us/sample"))
+    rows = (("torch's shared memory (SLUICE_WORKER_SLOTS=0)", "0"), ("reused worker slots (default)", "16"))
+    best = {}
+    old = os.environ.get("SLUICE_WORKER_SLOTS")
+    try:
+        for r in range(repeat + 1):
+            for label, slots in rows:
+                os.environ["SLUICE_WORKER_SLOTS"] = slots
+                ds = sluice.StreamingDataset(local=d, batch_size=32, shuffle=True)
+                got = with_mode("auto", lambda: epoch(loader(ds, 2, _stack_collate), False, n, want))
+                if r:  # the first round warms the cache
+                    best[label] = max(best.get(label, got), got, key=lambda x: x[0])
+    finally:
+        if old is None:
+            os.environ.pop("SLUICE_WORKER_SLOTS", None)
+        else:
+            os.environ["SLUICE_WORKER_SLOTS"] = old
+    for label, _ in rows:
+        rate, cpu = best[label]
+        print("  %-44s %12.0f %14.1f" % (label, rate, cpu * 1e6))
+
+
 # -- images -----------------------------------------------------------------
 
 
@@ -297,6 +389,11 @@ def main():
     ap.add_argument("--paths-only", action="store_true", help="only the three-paths table")
     ap.add_argument("--small", type=int, default=200000, help="~200 B samples in the three-paths table")
     ap.add_argument("--arrays", type=int, default=8000, help="48 KB ndarray samples in the three-paths table")
+    ap.add_argument("--limit-arrays", type=int, default=4000, help="48 KB ndarray samples under a cache_limit (0: skip)")
+    ap.add_argument("--limit-only", action="store_true", help="only the cache_limit table")
+    ap.add_argument("--slots-arrays", type=int, default=6000,
+                    help="48 KB ndarray samples through worker processes with a custom collate (0: skip)")
+    ap.add_argument("--slots-only", action="store_true", help="only the worker-slots table")
     args = ap.parse_args()
     cores = os.cpu_count()
     work = args.work or tempfile.mkdtemp(prefix="sluice-feedbench-")
@@ -304,8 +401,13 @@ def main():
     print("load average %.2f, %d CPUs; MosaicML Streaming, LitData, WebDataset: not installable here"
           % (os.getloadavg()[0], cores))
     try:
-        paths_table(work, args.repeat, args.large, args.small, args.arrays)
-        if args.paths_only:
+        if not (args.limit_only or args.slots_only):
+            paths_table(work, args.repeat, args.large, args.small, args.arrays)
+        if args.limit_arrays and not args.slots_only:
+            limit_table(work, args.repeat, args.limit_arrays)
+        if args.slots_arrays and not args.limit_only:
+            worker_slots_table(work, args.repeat, args.slots_arrays)
+        if args.paths_only or args.limit_only or args.slots_only:
             return
         # 3. index first: no agent child yet to inflate the peak RSS.
         size = big_index(os.path.join(work, "idx"))

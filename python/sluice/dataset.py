@@ -453,6 +453,10 @@ class StreamingDataset(_Base):
             # Batches of small samples leave the worker by value, not one
             # shared-memory file per tensor (see _worker).
             _worker.install_small_tensor_pickling()
+            # Large ones through memory files the worker reuses (_wslots).
+            from . import _wslots
+
+            _wslots.install()
             _worker.watch_parent()
         require_batch_size(self, _worker.num_workers())
         if self._info is None:
