@@ -8,13 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluicedata/sluice/agentapi"
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/format/mds"
+	"github.com/sluicedata/sluice/internal/cputime"
 	"github.com/sluicedata/sluice/plan"
 )
 
@@ -137,15 +137,15 @@ func BenchmarkStartAtScale(b *testing.B) {
 			// untimed runs fn outside the measurement.
 			untimed := func(fn func()) {
 				b.StopTimer()
-				c0 := cpuTime()
+				c0 := cputime.Process()
 				fn()
-				excluded += cpuTime() - c0
+				excluded += cputime.Process() - c0
 				b.StartTimer()
 			}
 			var sum uint64
 			seed := int64(0)
 			b.ReportAllocs()
-			cpu := cpuTime()
+			cpu := cputime.Process()
 			for b.Loop() {
 				seed++
 				var want [][]int64
@@ -198,7 +198,7 @@ func BenchmarkStartAtScale(b *testing.B) {
 				})
 				// Closing the connection releases its handles (and with
 				// the last, the dataset and the job's cursors).
-				c0 := cpuTime()
+				c0 := cputime.Process()
 				c.Close()
 				a.mu.Lock()
 				for len(a.conns) > 0 {
@@ -208,9 +208,9 @@ func BenchmarkStartAtScale(b *testing.B) {
 				if mode.fresh {
 					stop()
 				}
-				closing += cpuTime() - c0
+				closing += cputime.Process() - c0
 			}
-			b.ReportMetric(float64(cpuTime()-cpu-excluded-closing)/float64(b.N)/1e6, "cpu-ms/op")
+			b.ReportMetric(float64(cputime.Process()-cpu-excluded-closing)/float64(b.N)/1e6, "cpu-ms/op")
 			b.ReportMetric(float64(closing)/float64(b.N)/1e6, "close-cpu-ms")
 			b.ReportMetric(heap, "heap-MB")
 			b.Logf("guard: %d rounds, first batches equal plan's, checksum %016x", b.N, sum)
@@ -277,12 +277,4 @@ func planFirstBatches(b *testing.B, sizes []int64, batch int, seed int64, shape 
 		out[w] = out[w][:batch]
 	}
 	return out
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

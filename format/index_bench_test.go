@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/internal/cputime"
 )
 
 // bigIndex writes an index.json shaped like a large MosaicML dataset:
@@ -41,7 +42,7 @@ func BenchmarkParseIndex40k(b *testing.B) {
 	b.SetBytes(int64(len(text)))
 	b.ReportAllocs()
 	var idx *format.Index
-	cpu := processCPU()
+	cpu := cputime.Process()
 	for b.Loop() {
 		var err error
 		idx, err = format.ParseIndex(text)
@@ -53,7 +54,7 @@ func BenchmarkParseIndex40k(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N)/1e6, "cpu-ms/op")
+	b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N)/1e6, "cpu-ms/op")
 	idx = nil
 	runtime.GC()
 	var m0 runtime.MemStats
@@ -101,7 +102,7 @@ func BenchmarkCompactIndex40k(b *testing.B) {
 			b.ReportAllocs()
 			var c *format.CompactIndex
 			var err error
-			cpu := processCPU()
+			cpu := cputime.Process()
 			for b.Loop() {
 				switch mode {
 				case "bytes":
@@ -119,7 +120,7 @@ func BenchmarkCompactIndex40k(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N)/1e6, "cpu-ms/op")
+			b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N)/1e6, "cpu-ms/op")
 			c = nil
 			runtime.GC()
 			var m0 runtime.MemStats
@@ -145,7 +146,7 @@ func BenchmarkSharedIndex40k(b *testing.B) {
 	for _, mode := range []string{"Index", "SharedIndex"} {
 		b.Run(mode, func(b *testing.B) {
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := cputime.Process()
 			for b.Loop() {
 				var idx *format.Index
 				if mode == "Index" {
@@ -157,7 +158,7 @@ func BenchmarkSharedIndex40k(b *testing.B) {
 					b.Fatal("wrong shards")
 				}
 			}
-			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N)/1e6, "cpu-ms/op")
+			b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N)/1e6, "cpu-ms/op")
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/sluicedata/sluice/internal/cputime"
 	"github.com/sluicedata/sluice/plan"
 )
 
@@ -27,7 +28,7 @@ func BenchmarkResumeFirst(b *testing.B) {
 					streams := benchStreams(n)
 					shape := plan.Shape{Nodes: 1, RanksPerNode: 8, WorkersPerRank: 8}
 					b.ReportAllocs()
-					cpu := processCPU()
+					cpu := cputime.Process()
 					for b.Loop() {
 						// A Planner of its own each time: its Epochs share
 						// their shuffle's preparation.
@@ -64,7 +65,7 @@ func BenchmarkResumeNode(b *testing.B) {
 	shape := plan.Shape{Nodes: 1, RanksPerNode: 8, WorkersPerRank: 8}
 	o := &plan.Options{Shuffle: true, ShuffleAlgo: plan.AlgoPy1e, BatchSize: 32}
 	b.ReportAllocs()
-	cpu := processCPU()
+	cpu := cputime.Process()
 	for b.Loop() {
 		p, err := plan.New(streams, o)
 		if err != nil {

@@ -3,6 +3,7 @@ package plan_test
 import (
 	"testing"
 
+	"github.com/sluicedata/sluice/internal/cputime"
 	"github.com/sluicedata/sluice/plan"
 )
 
@@ -35,7 +36,7 @@ func BenchmarkFirstBatchAtScale(b *testing.B) {
 			}
 			shape := plan.Shape{Nodes: 20, RanksPerNode: 8, WorkersPerRank: 8}
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := cputime.Process()
 			for b.Loop() {
 				p, err := plan.New(streams, o)
 				if err != nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicedata/sluice/internal/cputime"
 	"github.com/sluicedata/sluice/plan"
 )
 
@@ -38,7 +39,7 @@ func BenchmarkRank(b *testing.B) {
 				streams := benchStreams(n)
 				shape := plan.Shape{Nodes: 8, RanksPerNode: 8, WorkersPerRank: 8}
 				b.ReportAllocs()
-				cpu := processCPU()
+				cpu := cputime.Process()
 				for b.Loop() {
 					// A Planner of its own each time: its Epochs share
 					// their shuffle's preparation.
@@ -73,7 +74,7 @@ func BenchmarkResume(b *testing.B) {
 				streams := benchStreams(n)
 				shape := plan.Shape{Nodes: 1, RanksPerNode: 8, WorkersPerRank: 8}
 				b.ReportAllocs()
-				cpu := processCPU()
+				cpu := cputime.Process()
 				for b.Loop() {
 					// A Planner of its own each time: its Epochs share
 					// their shuffle's preparation.
@@ -138,5 +139,5 @@ func BenchmarkNodeSchedule(b *testing.B) {
 // reportCPU reports the process CPU time per operation since start: on a
 // shared machine wall time also counts the time spent waiting for a core.
 func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64(processCPU()-start)/float64(b.N)/1e6, "cpu-ms/op")
+	b.ReportMetric(float64(cputime.Process()-start)/float64(b.N)/1e6, "cpu-ms/op")
 }

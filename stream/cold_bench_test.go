@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/internal/cputime"
 	"github.com/sluicedata/sluice/plan"
 	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/storage/s3store"
@@ -58,15 +58,6 @@ type coldMode struct {
 	wall, all, cpu time.Duration
 	bytes, ops     int64
 	rates          []float64 // MB/s of each pass
-}
-
-// cpuTime returns the user+system CPU time this process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkColdS3 measures, side by side in one run against the same S3
@@ -124,10 +115,10 @@ func BenchmarkColdS3(b *testing.B) {
 			for b.Loop() {
 				for k := range modes {
 					m := modes[(i+k)%len(modes)]
-					start, c0 := time.Now(), cpuTime()
+					start, c0 := time.Now(), cputime.Process()
 					n, d := m.run(b)
 					all := time.Since(start)
-					m.cpu += cpuTime() - c0
+					m.cpu += cputime.Process() - c0
 					if d == 0 {
 						d = all
 					}

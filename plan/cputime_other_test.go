@@ -1,8 +1,0 @@
-//go:build !unix
-
-package plan_test
-
-import "time"
-
-// processCPU is unavailable here; benchmarks then report 0 CPU time.
-func processCPU() time.Duration { return 0 }
