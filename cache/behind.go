@@ -37,8 +37,9 @@ type behindWrite struct {
 // index) before the write has ended, and none does at all after it
 // failed: a crash leaves the file's data and the shards in
 // temporary files that a restart discards, never shards in place without
-// the file (an index) they belong to. The write has WriteFile's wait
-// timeout; Close ends it and waits for it.
+// the file (an index) they belong to, until a later WriteFileBehind of
+// the same rel takes the failed one's place. The write has WriteFile's
+// wait timeout; Close ends it and waits for it.
 //
 // A caller that has the file's bytes in memory (a freshly downloaded
 // index) thus starts its first shard's download without waiting for the
@@ -57,7 +58,18 @@ func (c *Cache) WriteFileBehind(rel string, data []byte) (wait func() error) {
 	c.wg.Add(1)
 	c.mu.Unlock()
 	c.behind.mu.Lock()
-	c.behind.pending = append(c.behind.pending, bw)
+	// An earlier failed write of rel is superseded: this one gates the
+	// same commits in its place, and a retry that succeeds (an Open
+	// downloading the index again) lets them through again.
+	kept := c.behind.pending[:0]
+	for _, p := range c.behind.pending {
+		if p.rel == rel && p.err != nil {
+			continue // failed and done: err is set before done is closed
+		}
+		kept = append(kept, p)
+	}
+	clear(c.behind.pending[len(kept):])
+	c.behind.pending = append(kept, bw)
 	c.behind.mu.Unlock()
 	hold := c.behind.hold
 	go func() {
@@ -73,7 +85,8 @@ func (c *Cache) WriteFileBehind(rel string, data []byte) (wait func() error) {
 		bw.err = err
 		if err == nil {
 			// Done: later commits need not look at it. A failed write
-			// stays, and fails every later commit.
+			// stays, and fails every later commit under its directory
+			// until a later write of rel replaces it.
 			for i, p := range c.behind.pending {
 				if p == bw {
 					c.behind.pending = append(c.behind.pending[:i], c.behind.pending[i+1:]...)

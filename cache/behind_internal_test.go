@@ -157,3 +157,65 @@ func TestWriteFileBehindClose(t *testing.T) {
 		t.Fatalf("after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestWriteFileBehindRetryAfterFailure: a failed index write refuses the
+// dataset's commits, but a later write of the same file (an Open that
+// downloads the index again) takes its place: once it succeeds, shards
+// are committed again rather than refused for the Cache's life.
+func TestWriteFileBehindRetryAfterFailure(t *testing.T) {
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("sluice-retry-"), 3000)
+	mb := memstore.New("src")
+	for _, k := range []string{"ds/a.mds", "ds/b.mds"} {
+		w, err := mb.NewWriter(ctx, k, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(data)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	c, err := Open(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	index := []byte(`{"version": 2, "shards": []}`)
+	if err := os.MkdirAll(filepath.Join(dir, "ds", "index.json.part"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteFileBehind("ds/index.json", index)(); err == nil {
+		t.Fatal("write onto a directory: nil error")
+	}
+	d, err := c.Add(ctx, &Source{Bucket: mb, Backoff: func(int) time.Duration { return time.Millisecond },
+		Shards: []Shard{{Files: []File{{Raw: "ds/a.mds", RawBytes: int64(len(data))}}},
+			{Files: []File{{Raw: "ds/b.mds", RawBytes: int64(len(data))}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := d.Acquire(lctx, 0); err == nil {
+		t.Fatal("shard committed after its index write failed")
+	}
+	// The obstacle is gone; the index is written again.
+	if err := os.Remove(filepath.Join(dir, "ds", "index.json.part")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteFileBehind("ds/index.json", index)(); err != nil {
+		t.Fatalf("second index write: %v", err)
+	}
+	if err := c.WaitWrite(ctx, "ds/index.json"); err != nil {
+		t.Fatalf("WaitWrite after the successful retry: %v", err)
+	}
+	l, err := d.Acquire(lctx, 1)
+	if err != nil {
+		t.Fatalf("shard refused after the index was written again: %v", err)
+	}
+	l.Release()
+	if !d.Present(1) {
+		t.Fatal("shard not in place after the index was written again")
+	}
+}
