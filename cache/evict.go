@@ -68,6 +68,12 @@ func (c *Cache) reserve(ctx context.Context, n, distance int64, demand bool, d *
 		c.mu.Unlock()
 		err := c.locked(ctx, func() error {
 			if lim == 0 {
+				// Read the count before create: a recount due since
+				// Open (see readUsage) must not see create's temporary
+				// files, whose bytes are added below.
+				if _, err := c.readUsage(); err != nil {
+					return err
+				}
 				if err := create(); err != nil {
 					return err
 				}

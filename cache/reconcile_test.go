@@ -96,3 +96,27 @@ func TestAddReconcileLayouts(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteFileFirstUseCountsOnce: with no limit, a WriteFile that is the
+// Cache's first use of the byte count (no dataset registered yet) counts
+// the file once. The count is rebuilt at first use; the rebuild must not
+// see the write's own temporary file (created at full size) and then have
+// its bytes added again.
+func TestWriteFileFirstUseCountsOnce(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "old.bin"), make([]byte, 300), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := cache.Open(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.WriteFile(ctx, "ds/index.json", make([]byte, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Usage(ctx); err != nil || n != 1300 {
+		t.Fatalf("Usage after the first WriteFile: %d, %v; want 1300 (300 there before, 1000 written)", n, err)
+	}
+}
