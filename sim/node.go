@@ -33,11 +33,17 @@ type node struct {
 	limit int64
 
 	// per shard
-	state   []uint8
-	doneAt  []float64
-	lastUse []int64 // clock at the last use (the cache's LRU clock)
-	leased  []int32 // step lease count
-	demand  []bool  // in-flight fetch is a demand fetch
+	state  []uint8
+	doneAt []float64
+	// burstAt and burstLen place an in-flight shard's fetch in its burst
+	// (the fetches started at one instant) in ends, the burst's FIFO
+	// completions in the order started (see flush and waitFor).
+	burstAt  []int32
+	burstLen []int32
+	ends     []float64
+	lastUse  []int64 // clock at the last use (the cache's LRU clock)
+	leased   []int32 // step lease count
+	demand   []bool  // in-flight fetch is a demand fetch
 	// owners holds, per in-flight shard, the consumers whose prefetchers
 	// hold a fetch slot on it: the one that started it and those that
 	// joined its flight (stream's walk names a shard until its files are in
@@ -99,12 +105,10 @@ type node struct {
 	rep        NodeReport
 }
 
-// pend is a fetch started at t by consumer origin, not yet placed on the
-// link.
+// pend is a fetch started at t, not yet placed on the link.
 type pend struct {
-	shard  int
-	t      float64
-	origin int32
+	shard int
+	t     float64
 }
 
 type event struct {
@@ -137,6 +141,8 @@ func newNode(c *Config, id int) *node {
 		state: make([]uint8, n), doneAt: make([]float64, n), lastUse: make([]int64, n),
 		leased: make([]int32, n), demand: make([]bool, n), use: make([]int64, n),
 		owners:     make([][]int32, n),
+		burstAt:    make([]int32, n),
+		burstLen:   make([]int32, n),
 		runAt:      make([]int32, n),
 		vic:        newVictims(n),
 		workerFree: make([]float64, c.Shape.WorkersPerRank),
@@ -361,9 +367,9 @@ func (nd *node) complete(shard int) {
 	nd.offer(shard)
 }
 
-// fetch starts a download of shard at t for consumer origin. Its
-// completion time is set by flush.
-func (nd *node) fetch(shard int, t float64, demand bool, origin int) {
+// fetch starts a download of shard at t. Its completion time is set by
+// flush.
+func (nd *node) fetch(shard int, t float64, demand bool) {
 	sh := &nd.c.Dataset.Shards[shard]
 	nd.state[shard] = inFlight
 	nd.demand[shard] = demand
@@ -373,33 +379,57 @@ func (nd *node) fetch(shard int, t float64, demand bool, origin int) {
 	nd.bytes += sh.StoredBytes
 	nd.requests += int64(sh.Files)
 	nd.downloads += int64(sh.Files)
-	nd.pending = append(nd.pending, pend{shard: shard, t: t, origin: int32(origin)})
+	nd.pending = append(nd.pending, pend{shard: shard, t: t})
 }
 
 // flush puts the pending fetches on the link, in the order they were
-// started. The fetches one consumer starts at the same instant (its
-// prefetcher's burst, its reader's demand fetch beside it) reach the store
-// in an order that is a race in the real system (goroutines, connections,
-// the store's own time to first byte): each of them completes at the mean
-// of the burst's FIFO completions, its expected completion under a random
-// order. The bursts of different consumers at one instant (every worker's
-// first shard at the start) go in the consumers' order. The link is busy
-// until the last one as before.
+// started. The fetches started at one instant (a prefetcher's burst, a
+// demand fetch beside it, every worker's first shard at the start) reach
+// the store in an order that is a race in the real system (goroutines,
+// processes, connections, the store's own time to first byte): each of
+// them completes at the mean of the burst's FIFO completions, its expected
+// completion under a random order, and a reader that needs several of
+// them waits for the expected last (waitFor). The link is busy until the
+// last one as before.
 func (nd *node) flush() {
 	p := nd.pending
 	for i := 0; i < len(p); {
 		j, sum := i, 0.0
-		for ; j < len(p) && p[j].t == p[i].t && p[j].origin == p[i].origin; j++ {
-			sum += nd.transferEnd(p[j].t, nd.c.Dataset.Shards[p[j].shard].StoredBytes)
+		at := len(nd.ends)
+		for ; j < len(p) && p[j].t == p[i].t; j++ {
+			e := nd.transferEnd(p[j].t, nd.c.Dataset.Shards[p[j].shard].StoredBytes)
+			nd.ends = append(nd.ends, e)
+			sum += e
 		}
 		mean := sum / float64(j-i)
 		for k := i; k < j; k++ {
-			nd.doneAt[p[k].shard] = mean
-			heap.Push(&nd.events, event{at: mean, shard: p[k].shard})
+			sh := p[k].shard
+			nd.doneAt[sh] = mean
+			nd.burstAt[sh], nd.burstLen[sh] = int32(at), int32(j-i)
+			heap.Push(&nd.events, event{at: mean, shard: sh})
 		}
 		i = j
 	}
 	nd.pending = p[:0]
+}
+
+// burstWait is when a reader that needs m of the k fetches of the burst
+// whose completions begin at ends[at] has them all, expected over the
+// burst's random order: the m-th of m positions drawn from k is on
+// average at m(k+1)/(m+1), read off the burst's completions (m ≥ 2; for
+// m = 1 it is their mean, the shard's doneAt).
+func (nd *node) burstWait(at, k, m int) float64 {
+	e := nd.ends[at : at+k]
+	if m >= k {
+		return e[k-1]
+	}
+	p := float64(m)*float64(k+1)/float64(m+1) - 1 // 0-based
+	lo := int(p)
+	if lo+1 >= k {
+		return e[k-1]
+	}
+	f := p - float64(lo)
+	return e[lo]*(1-f) + e[lo+1]*f
 }
 
 // reserve makes room for n bytes as cache.Cache.reserve does, by the
@@ -503,7 +533,7 @@ func (nd *node) progress(s int, pos int64, t float64) {
 // demandFetch fetches an absent shard the consumer needs now, waiting
 // for in-flight downloads to make room when the cache is full (as a
 // demand reservation waits for space).
-func (nd *node) demandFetch(sh int, t float64, origin int) {
+func (nd *node) demandFetch(sh int, t float64) {
 	n := nd.c.Dataset.Shards[sh].Footprint
 	for nd.flush(); !nd.reserve(n, 0, true) && len(nd.events) > 0; nd.flush() {
 		ev := heap.Pop(&nd.events).(event)
@@ -513,7 +543,7 @@ func (nd *node) demandFetch(sh int, t float64, origin int) {
 	if nd.limit > 0 && nd.usage+n > nd.limit {
 		nd.overLimit++
 	}
-	nd.fetch(sh, t, true, origin)
+	nd.fetch(sh, t, true)
 }
 
 // release gives back the leases of step (every one with step < 0): the
