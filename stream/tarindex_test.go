@@ -3,6 +3,7 @@ package stream_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -99,5 +100,55 @@ func TestTarIndexReadsBodiesToTheEnd(t *testing.T) {
 	}
 	if eb.closed != len(keys) || eb.atEOF != eb.closed {
 		t.Fatalf("%d of %d bodies were read to the end before Close; want all %d", eb.atEOF, eb.closed, len(keys))
+	}
+}
+
+// TestTarIndexRangedMatchesInMemory: the ranged scan (headers read in
+// place from the request buffer) gives what wds.Scan gives over the same
+// bytes in memory, for every cut of an archive and for archives with a
+// damaged header (which go to archive/tar): the same summary, or an error
+// of the same kind.
+func TestTarIndexRangedMatchesInMemory(t *testing.T) {
+	ctx := context.Background()
+	var buf bytes.Buffer
+	w := wds.NewWriter(&buf)
+	for j, n := range []int{0, 1, 511, 512, 513, 3000, 9000} {
+		if err := w.Write(fmt.Sprintf("k%d", j), map[string][]byte{"bin": make([]byte, n), "cls": []byte("1")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	full := buf.Bytes()
+	var cases [][]byte
+	for cut := 0; cut <= len(full); cut += 61 {
+		cases = append(cases, full[:cut])
+	}
+	for _, at := range []int{0, 100, 148, 156, 512 + 1024 + 7} {
+		bad := bytes.Clone(full)
+		bad[at] ^= 0x5a
+		cases = append(cases, bad)
+	}
+	for i, b := range cases {
+		mb := memstore.New("data")
+		wr, _ := mb.NewWriter(ctx, "a.tar", nil)
+		wr.Write(b)
+		if err := wr.Close(); err != nil {
+			t.Fatal(err)
+		}
+		want, werr := wds.Scan(bytes.NewReader(b), nil)
+		idx, err := stream.BuildTarIndex(ctx, mb, []string{"a.tar"}, nil)
+		if (err == nil) != (werr == nil) || (err != nil && errors.Is(err, wds.ErrCorrupt) != errors.Is(werr, wds.ErrCorrupt)) {
+			t.Fatalf("case %d (%d bytes): ranged error %v, in memory %v", i, len(b), err, werr)
+		}
+		if err != nil {
+			continue
+		}
+		got := idx.Shards[0]
+		if got.Samples != want.Samples || got.RawData.Hashes[wds.HeaderDigest] != want.Digest {
+			t.Fatalf("case %d (%d bytes): ranged %d samples %s, in memory %d %s", i, len(b),
+				got.Samples, got.RawData.Hashes[wds.HeaderDigest], want.Samples, want.Digest)
+		}
 	}
 }
