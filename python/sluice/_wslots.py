@@ -12,7 +12,8 @@ time. The main process maps a slot once and views the tensor there; when
 the last view of it dies a finalizer marks the slot free in its first
 byte, and the worker writes it again only then: a batch the user keeps is
 never overwritten. With no free slot (all viewed) a tensor takes torch's
-path. ``SLUICE_WORKER_SLOTS`` sets the slots per worker (0 turns it off).
+path, as it does once a worker's slots would pass 1 GiB together.
+``SLUICE_WORKER_SLOTS`` sets the slots per worker (0 turns it off).
 
 A tensor already in shared memory (torch's default_collate allocates its
 output there in a worker) keeps torch's path: copying it into a slot
@@ -35,6 +36,7 @@ import weakref
 DEFAULT_SLOTS = 16
 MIN_BYTES = 64 << 10  # smaller tensors go by value (sluice._worker)
 HEAD = 64  # the slot's state byte, then alignment padding
+MAX_POOL_BYTES = 1 << 30  # a worker's slots together, at most
 _MIN_SLOT = 1 << 20
 
 _DTYPES = ("uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64", "bool",
@@ -74,6 +76,7 @@ class _Pool:
     def __init__(self, most):
         self.most = most
         self.slots = []
+        self.bytes = 0
         self.lock = threading.Lock()
 
     def take(self, nbytes):
@@ -87,7 +90,10 @@ class _Pool:
             size = _MIN_SLOT
             while size - HEAD < nbytes:
                 size *= 2
+            if self.bytes + size > MAX_POOL_BYTES:
+                return None
             s = _Slot(len(self.slots) + 1, size)
+            self.bytes += size
             s.mem[0] = 1
             self.slots.append(s)
             return s
