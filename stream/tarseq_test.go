@@ -2,25 +2,20 @@ package stream_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/credentials"
-
 	"github.com/sluicedata/sluice/cache"
 	"github.com/sluicedata/sluice/format/wds"
+	"github.com/sluicedata/sluice/internal/s3test"
 	"github.com/sluicedata/sluice/internal/stores"
 	"github.com/sluicedata/sluice/storage"
-	"github.com/sluicedata/sluice/storage/s3store"
 	"github.com/sluicedata/sluice/stream"
 )
 
@@ -352,39 +347,12 @@ func TestTarSeqBadShard(t *testing.T) {
 // with a cache limit smaller than the data on 2 ranks × 2 workers, and
 // checks every sample once per epoch.
 func TestTarSeqFromS3(t *testing.T) {
-	endpoint, bucket := os.Getenv("SLUICE_TEST_S3_ENDPOINT"), os.Getenv("SLUICE_TEST_S3_BUCKET")
-	access, secret := os.Getenv("SLUICE_TEST_S3_ACCESS_KEY"), os.Getenv("SLUICE_TEST_S3_SECRET_KEY")
-	region := os.Getenv("SLUICE_TEST_S3_REGION")
-	if region == "" {
-		region = "us-east-1"
-	}
-	if endpoint == "" || bucket == "" || access == "" || secret == "" {
-		const why = "no S3 server: set SLUICE_TEST_S3_* (or run under .ci/with-services.sh)"
-		if os.Getenv("SLUICE_REQUIRE_SERVICES") == "1" {
-			t.Fatal(why + " — required because SLUICE_REQUIRE_SERVICES=1")
-		}
-		t.Skip(why)
-	}
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	t.Setenv("AWS_ACCESS_KEY_ID", access)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
-	var r [6]byte
-	rand.Read(r[:])
-	prefix := "test/tarseq-" + hex.EncodeToString(r[:])
+	srv := s3test.Require(t)
+	srv.SetCredentialEnv(t)
+	endpoint, bucket, region := srv.Endpoint, srv.Bucket, srv.Region
+	prefix := s3test.NewPrefix("tarseq")
 	ctx := context.Background()
-	direct, err := s3store.New(ctx, bucket, prefix, &s3store.Options{Endpoint: endpoint, Region: region,
-		Credentials: credentials.NewStaticCredentialsProvider(access, secret, "")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		var keys []string
-		direct.List(context.Background(), "", func(o storage.ObjectInfo) error { keys = append(keys, o.Key); return nil })
-		for _, k := range keys {
-			direct.Delete(context.Background(), k)
-		}
-		direct.Close()
-	})
+	direct := srv.Open(t, prefix)
 	const shards, per = 8, 20
 	files := writeTars(t, shards, per, 2000)
 	var shardBytes, total int64
