@@ -94,8 +94,23 @@ func (d *Dataset) writeManifest() error {
 		return fmt.Errorf("cache: %w", err)
 	}
 	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, d.c.opts.fileMode()); err != nil {
+	// Synced before the rename: a crash must not leave an empty or torn
+	// manifest in place, which foreignDatasets skips, so that no other
+	// process could evict the dataset's shards.
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, d.c.opts.fileMode())
+	if err != nil {
 		return fmt.Errorf("cache: %w", err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("cache: write %s: %w", tmp, err)
 	}
 	if err := os.Rename(tmp, p); err != nil {
 		return fmt.Errorf("cache: %w", err)
