@@ -91,7 +91,7 @@ func (nd *node) begin(s int, t float64) {
 			i++
 		}
 		nd.chains = append(nd.chains, chain{run: i, from: from, to: to, hi: hi, t: at, first: r == 0,
-			step: s, done: from >= to})
+			step: s, origin: r*nd.perRank + s%nd.perRank, done: from >= to})
 	}
 }
 
@@ -143,7 +143,7 @@ func (nd *node) read(c *chain) {
 	if count := run.Start >= c.from || c.first; count {
 		switch nd.state[sh] {
 		case present:
-			if nd.doneAt[sh] <= c.t {
+			if nd.arr[sh].done <= c.t {
 				nd.hits++
 			} else {
 				nd.misses++
@@ -155,9 +155,10 @@ func (nd *node) read(c *chain) {
 		}
 	}
 	if nd.state[sh] == absent {
-		nd.demandFetch(sh, c.t)
+		nd.demandFetch(sh, c.t, c.origin)
 		nd.flush()
 	}
+	nd.flush() // fetches the last pumps started, on the link
 	c.t = math.Max(c.t, nd.waitFor(c, sh))
 	nd.clock++
 	nd.lastUse[sh] = nd.clock
@@ -195,46 +196,42 @@ type chain struct {
 	t        float64
 	step     int
 	first    bool // the step's first part
+	origin   int  // the consumer reading it
 	done     bool
 	started  bool // read its first run
-	// bursts counts, per burst of fetches it waited for (by its first
-	// completion's index in node.ends), the shards of it the chain
-	// needed: nb of them in use.
-	bursts [4]struct{ at, m int32 }
-	nb     int
+	// bursts counts, per burst of fetches it waited for (by
+	// arrival.id), the shards of it the chain needed: nb of them in use.
+	bursts [4]struct {
+		id int64
+		m  int32
+	}
+	nb int
 }
 
 // waitFor returns when chain c has shard sh there: its completion, or if
 // the chain needs several of one burst still racing at c.t, the expected
-// last of them (node.burstWait).
+// last of them (arrival.wait).
 func (nd *node) waitFor(c *chain, sh int) float64 {
-	k := int(nd.burstLen[sh])
-	if nd.state[sh] == absent || k <= 1 {
-		return nd.doneAt[sh]
-	}
-	at := int(nd.burstAt[sh])
-	if nd.ends[at+k-1] <= c.t {
-		return nd.doneAt[sh] // the burst is over
+	a := &nd.arr[sh]
+	if a.k <= 1 || a.last <= c.t || nd.state[sh] == absent {
+		return a.done // alone, or the burst is over
 	}
 	i := 0
-	for i < c.nb && int(c.bursts[i].at) != at {
+	for i < c.nb && c.bursts[i].id != a.id {
 		i++
 	}
 	if i == c.nb {
+		if a.done <= c.t {
+			return a.done
+		}
 		if c.nb == len(c.bursts) {
-			return nd.ends[at+k-1]
+			return a.last
 		}
-		if nd.doneAt[sh] <= c.t {
-			return nd.doneAt[sh]
-		}
-		c.bursts[i].at, c.bursts[i].m = int32(at), 0
+		c.bursts[i].id, c.bursts[i].m = a.id, 0
 		c.nb++
 	}
 	c.bursts[i].m++
-	if c.bursts[i].m == 1 {
-		return nd.doneAt[sh] // the burst's mean
-	}
-	return math.Max(nd.doneAt[sh], nd.burstWait(at, k, int(c.bursts[i].m)))
+	return math.Max(a.done, a.wait(int(c.bursts[i].m)))
 }
 
 // leases are the shards the last runs of a step hold into the next.

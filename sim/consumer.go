@@ -220,7 +220,7 @@ func (nd *node) pump(ci int, t float64) {
 			if nd.c.onPrefetch != nil {
 				nd.c.onPrefetch(nd, ci, at, sh)
 			}
-			nd.fetch(sh, t, false)
+			nd.fetch(sh, t, false, ci)
 		}
 		// On its way (started now or before): the prefetcher holds a
 		// slot until it is there.
