@@ -70,6 +70,10 @@ type streamState struct {
 	validate  string
 	firstShar int
 	tar       *tarSpec // the shards of a tar dataset, nil otherwise
+	// indexWritten, when the index was downloaded by this Open, waits
+	// for its write into the cache behind the first downloads and
+	// returns that write's error (nil: none pending).
+	indexWritten func() error
 	// inflating serialises decompression of local-only compressed shards.
 	inflating sync.Mutex
 }
@@ -483,6 +487,7 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (i
 		// early read need not wait for the index's sync (COLD: 3-9 ms of
 		// a ~10 ms time to first sample at load 11).
 		wait := d.cache.WriteFileBehind(filepath.ToSlash(filepath.Join(rel, format.IndexFile)), b)
+		st.indexWritten = wait
 		d.bg.Add(1)
 		go func() {
 			defer d.bg.Done()
@@ -843,4 +848,22 @@ func (d *Dataset) State(samplesYielded int64) (plan.State, error) {
 		return plan.State{}, fmt.Errorf("stream: %w", err)
 	}
 	return s, nil
+}
+
+// indexWriteErr waits for the writes of the indexes this Open downloaded
+// (WriteFileBehind) and returns the first failure, naming the stream. A
+// failed write fails every shard commit under the stream's directory, but
+// an epoch read wholly from early (uncommitted) shard files would not see
+// that: the iterator reports it at the end of the epoch instead, so an
+// epoch never ends silently with nothing cached.
+func (d *Dataset) indexWriteErr() error {
+	for _, st := range d.streams {
+		if st.indexWritten == nil {
+			continue
+		}
+		if err := st.indexWritten(); err != nil {
+			return fmt.Errorf("stream: %s: caching its %s: %w", st.remote, format.IndexFile, err)
+		}
+	}
+	return nil
 }

@@ -282,6 +282,9 @@ func (it *Iterator) Next() bool {
 		p := it.pos.Load()
 		if p >= int64(len(it.ids)) && !it.more() {
 			it.release()
+			if it.err == nil {
+				it.err = it.d.indexWriteErr()
+			}
 			return false
 		}
 		id := it.ids[p]
