@@ -172,7 +172,13 @@ def _alive(pid):
     return True
 
 
-def _free(mem):
+def _free(mem, pid):
+    # Only the process that rebuilt the tensor frees its slot: a child
+    # forked from it that drops its copy of the tensor (or exits normally,
+    # running the finalizers at exit) must not, while the parent still
+    # views the slot.
+    if os.getpid() != pid:
+        return
     try:
         mem[0] = 0
     except ValueError:  # closed
@@ -207,5 +213,5 @@ def _rebuild(key, fd, size, nbytes, dtype, shape):
     if nbytes > size - HEAD:
         raise RuntimeError("sluice: a tensor of %d bytes in a slot of %d" % (nbytes, size))
     arr = np.frombuffer(m, np.uint8, count=nbytes, offset=HEAD)
-    weakref.finalize(arr, _free, m)
+    weakref.finalize(arr, _free, m, os.getpid())
     return torch.from_numpy(arr).view(dtype).view(shape)

@@ -129,6 +129,30 @@ class WorkerSlotsTest(helpers.AgentCase):
         self.assertLess(r.n, 3 * len(kept), "every tensor came through a slot though all were held")
         self.check_values(kept)
 
+    def test_forked_child_does_not_free_the_parents_slots(self):
+        # A child forked from the training process (a fork-based saver, a
+        # helper process) that drops its copy of a batch must not mark the
+        # batch's slots free: the parent still views them, and the worker
+        # would write later batches into them.
+        with Env(SLUICE_WORKER_SLOTS="16", SLUICE_FEED="auto"), Rebuilds() as r:
+            ds = sluice.StreamingDataset(local=self.data, batch_size=BS, shuffle=True, shuffle_seed=3)
+            it = iter(sluice.StreamingDataLoader(ds, batch_size=BS, num_workers=2, collate_fn=collate))
+            kept = [next(it), next(it)]
+            self.assertGreater(r.n, 0)
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child
+                try:
+                    del kept[:]
+                    gc.collect()
+                finally:
+                    os._exit(0)
+            _, status = os.waitpid(pid, 0)
+            self.assertEqual(status, 0)
+            rest = list(it)
+            self.assertGreater(len(rest), 10)
+            self.check_values(kept)
+            self.check_values(rest)
+
     def test_worker_init_fn(self):
         with Rebuilds() as r:
             got = self.epoch(16, worker_init_fn=init_worker)
