@@ -129,6 +129,10 @@ def install(most=None):
     dtypes = {getattr(torch, n) for n in _DTYPES if hasattr(torch, n)}
 
     def reduce_slot(t):
+        # A process forked from this worker inherits the pool but not the
+        # slots' mappings on the receiving side: it takes torch's path.
+        if os.getpid() != pid:
+            return base(t)
         if (type(t) is torch.Tensor and t.layout is strided and t.device.type == "cpu" and not t.requires_grad
                 and t.dtype in dtypes and not t.is_quantized and not t.is_nested and not t.has_names()
                 and not t.is_shared()):
