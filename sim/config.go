@@ -158,6 +158,9 @@ type Config struct {
 	// onPrefetch, when set (tests), is called before each prefetch with
 	// the node, the consumer, the position in its order and the shard.
 	onPrefetch func(nd *node, consumer int, at int64, shard int)
+	// stepGroups, when set (tests), is the number of goroutines playing
+	// the nodes' steps (0: GOMAXPROCS, at most one per two nodes).
+	stepGroups int
 }
 
 func (c *Config) validate() error {

@@ -121,6 +121,8 @@ func Run(ctx context.Context, c *Config) (*Report, error) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
 	tr := p.NewTracker()
 	epochs := max(c.Epochs, 1)
+	stp := newStepper(c, nodes)
+	defer stp.close()
 	t := start
 	first := true
 	for range epochs {
@@ -149,8 +151,9 @@ func Run(ctx context.Context, c *Config) (*Report, error) {
 				}
 			}
 			ready := t
-			for _, nd := range nodes {
-				r := nd.step(s, t)
+			rs := stp.step(s, t)
+			for i, nd := range nodes {
+				r := rs[i]
 				w := math.Max(r-t, 0)
 				if first {
 					nd.rep.TimeToFirstBatchS = r - start
