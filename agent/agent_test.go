@@ -112,6 +112,12 @@ func serveAgentWith(t testing.TB, opts *Options) func() *agentapi.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serve(t, a)
+}
+
+// serve is serveAgentWith for an agent the test made (and inspects).
+func serve(t testing.TB, a *Agent) func() *agentapi.Client {
+	t.Helper()
 	dir := t.TempDir()
 	lock, err := AcquireLock(filepath.Join(dir, "agent"))
 	if err != nil {

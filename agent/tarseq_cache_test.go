@@ -56,30 +56,9 @@ func TestTarSeqThroughCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := serve(t, a)()
+	ctx := context.Background()
 	dir := t.TempDir()
-	lock, err := AcquireLock(filepath.Join(dir, "agent"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := lock.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		lock.Release()
-	})
-	c, err := agentapi.Dial(context.Background(), SocketPath(filepath.Join(dir, "agent")), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	limit := 5 * shardBytes
 	if limit >= total {
 		t.Fatalf("limit %d not under the data %d", limit, total)

@@ -145,3 +145,49 @@ def shm_names():
         return set(os.listdir("/dev/shm"))
     except FileNotFoundError:
         return set()
+
+
+def s3_env(test):
+    """The real S3 server of .ci/services.sh (SLUICE_TEST_S3_*) as (bucket,
+    the environment a job reads it with). Skips the test without one, and
+    fails it under SLUICE_REQUIRE_SERVICES=1 (CI)."""
+    ep = os.environ.get("SLUICE_TEST_S3_ENDPOINT")
+    bucket = os.environ.get("SLUICE_TEST_S3_BUCKET")
+    if not ep or not bucket:
+        if os.environ.get("SLUICE_REQUIRE_SERVICES") == "1":
+            test.fail("no S3 server: SLUICE_TEST_S3_* unset")
+        raise unittest.SkipTest("no S3 server (run under .ci/with-services.sh)")
+    return bucket, {
+        "S3_ENDPOINT_URL": ep,
+        "AWS_ACCESS_KEY_ID": os.environ["SLUICE_TEST_S3_ACCESS_KEY"],
+        "AWS_SECRET_ACCESS_KEY": os.environ["SLUICE_TEST_S3_SECRET_KEY"],
+        "AWS_REGION": os.environ.get("SLUICE_TEST_S3_REGION") or "us-east-1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+
+
+def set_env(test, env):
+    """Sets env in os.environ for the rest of test (restored at cleanup)."""
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+
+    def restore():
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    test.addCleanup(restore)
+
+
+def upload_s3(test, src, name, env):
+    """Copies directory src to a fresh prefix s3://BUCKET/NAME-RANDOM with
+    `sluice cp` and returns its URL; env is s3_env's."""
+    import uuid
+
+    bucket, env = env
+    url = "s3://%s/%s-%s" % (bucket, name, uuid.uuid4().hex)
+    subprocess.run([binary(), "cp", "--progress", "none", src, url], check=True,
+                   stdout=subprocess.DEVNULL, env=dict(os.environ, **env), timeout=120)
+    return url

@@ -9,7 +9,6 @@ held its shards' leases until it was full, and here every worker's
 pending shards filled the cache so no producer could fetch its next one."""
 
 import os
-import subprocess
 import unittest
 import uuid
 
@@ -85,23 +84,9 @@ class ShmLimitTest(helpers.AgentCase):
         self.check(self.src, "local")
 
     def test_s3(self):
-        from test_wds_dist import s3_env
-
-        bucket, env = s3_env(self)
-        old = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-
-        def restore():
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-
-        self.addCleanup(restore)
-        url = "s3://%s/shm-limit-%s" % (bucket, uuid.uuid4().hex)
-        subprocess.run([helpers.binary(), "cp", "--progress", "none", self.src, url], check=True,
-                       stdout=subprocess.DEVNULL, timeout=120)
+        s3 = helpers.s3_env(self)
+        helpers.set_env(self, s3[1])
+        url = helpers.upload_s3(self, self.src, "shm-limit", s3)
         self.check(url, "s3")
 
 

@@ -28,7 +28,6 @@ try:
 except ImportError:  # pragma: no cover - torch is a CI dependency
     torch = None
 
-from test_wds_dist import s3_env
 
 LATENCY = 0.040  # s before a request is forwarded (the model's --latency)
 BANDWIDTH = 1_000_000  # bytes/s of the one FIFO link (--bandwidth-per-node)
@@ -137,29 +136,16 @@ def write_dataset(directory):
 class SimulateValidateTest(helpers.AgentCase):
     def setUp(self):
         warnings.filterwarnings("ignore", message="This DataLoader will create")
-        bucket, env = s3_env(self)
+        s3 = helpers.s3_env(self)
+        env = s3[1]
         self.src = os.path.join(self.tmp, "src-" + uuid.uuid4().hex)
         write_dataset(self.src)
-        self.remote = "s3://%s/simvalidate-py-%s" % (bucket, uuid.uuid4().hex)
-        cp_env = dict(os.environ, **env)
-        subprocess.run([helpers.binary(), "cp", "--progress", "none", self.src, self.remote], check=True,
-                       stdout=subprocess.DEVNULL, env=cp_env, timeout=120)
+        self.remote = helpers.upload_s3(self, self.src, "simvalidate-py", s3)
         self.proxy = ShapingProxy(env["S3_ENDPOINT_URL"])
         self.addCleanup(self.proxy.close)
         # The agent reads the store through the proxy (the client hands it
         # its store settings).
-        env = dict(env, S3_ENDPOINT_URL=self.proxy.url, SLUICE_JOB=uuid.uuid4().hex)
-        old = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-
-        def restore():
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-
-        self.addCleanup(restore)
+        helpers.set_env(self, dict(env, S3_ENDPOINT_URL=self.proxy.url, SLUICE_JOB=uuid.uuid4().hex))
 
     def simulate(self, cache_limit=None):
         args = [helpers.binary(), "simulate", self.src, "--batch-size", str(BATCH), "--shuffle",

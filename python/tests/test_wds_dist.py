@@ -42,22 +42,6 @@ def write_tars(directory):
     return total
 
 
-def s3_env(test):
-    ep = os.environ.get("SLUICE_TEST_S3_ENDPOINT")
-    bucket = os.environ.get("SLUICE_TEST_S3_BUCKET")
-    if not ep or not bucket:
-        if os.environ.get("SLUICE_REQUIRE_SERVICES") == "1":
-            test.fail("no S3 server: SLUICE_TEST_S3_* unset")
-        raise unittest.SkipTest("no S3 server (run under .ci/with-services.sh)")
-    return bucket, {
-        "S3_ENDPOINT_URL": ep,
-        "AWS_ACCESS_KEY_ID": os.environ["SLUICE_TEST_S3_ACCESS_KEY"],
-        "AWS_SECRET_ACCESS_KEY": os.environ["SLUICE_TEST_S3_SECRET_KEY"],
-        "AWS_REGION": os.environ.get("SLUICE_TEST_S3_REGION") or "us-east-1",
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }
-
-
 @unittest.skipIf(torch is None, "torch missing")
 class S3TarTest(helpers.AgentCase):
     @classmethod
@@ -67,21 +51,9 @@ class S3TarTest(helpers.AgentCase):
         cls.total = write_tars(cls.src)
 
     def setUp(self):
-        bucket, env = s3_env(self)
-        old = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-
-        def restore():
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-
-        self.addCleanup(restore)
-        prefix = "s3://%s/wds-%s" % (bucket, uuid.uuid4().hex)
-        subprocess.run([helpers.binary(), "cp", "--progress", "none", self.src, prefix], check=True,
-                       stdout=subprocess.DEVNULL)
+        s3 = helpers.s3_env(self)
+        helpers.set_env(self, s3[1])
+        prefix = helpers.upload_s3(self, self.src, "wds", s3)
         self.remote = prefix + "/shard-{000000..%06d}.tar" % (SHARDS - 1)
         # Under the data's size (the shards must be evicted and fetched
         # again while the epoch runs), above what the agent requires: each

@@ -240,28 +240,12 @@ class NoIndexS3Test(helpers.AgentCase):
     cache under a limit smaller than the data."""
 
     def setUp(self):
-        import subprocess
-
-        from test_wds_dist import s3_env
-
         warnings.filterwarnings("ignore", message="This DataLoader will create")
-        bucket, env = s3_env(self)
-        env = dict(env, SLUICE_JOB=uuid.uuid4().hex)
-        old = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-
-        def restore():
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-
-        self.addCleanup(restore)
+        s3 = helpers.s3_env(self)
+        helpers.set_env(self, dict(s3[1], SLUICE_JOB=uuid.uuid4().hex))
         src = os.path.join(self.tmp, "src-" + uuid.uuid4().hex)
         self.keys = write_tars(src)
-        prefix = "s3://%s/wds-noindex-%s" % (bucket, uuid.uuid4().hex)
-        subprocess.run([helpers.binary(), "cp", "--progress", "none", src, prefix], check=True, stdout=subprocess.DEVNULL)
+        prefix = helpers.upload_s3(self, src, "wds-noindex", s3)
         self.remote = prefix + "/shard-{000000..%06d}.tar" % (SHARDS - 1)
         sizes = [os.path.getsize(os.path.join(src, f)) for f in os.listdir(src)]
         self.limit = 6 * max(sizes)
