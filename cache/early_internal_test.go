@@ -23,25 +23,7 @@ func TestAcquireEarly(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	data := bytes.Repeat([]byte("sluice-early-"), 4000)
-	mb := memstore.New("src")
-	w, err := mb.NewWriter(ctx, "s.mds", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write(data)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Open(ctx, dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	held, resume := make(chan struct{}), make(chan struct{})
-	c.beforeCommit = func(int) {
-		close(held)
-		<-resume
-	}
+	c, mb, held, resume := heldCache(t, dir, data)
 	d, err := c.Add(ctx, &Source{Bucket: mb, Backoff: func(int) time.Duration { return time.Millisecond },
 		Shards: []Shard{{Files: []File{{Raw: "s.mds", RawBytes: int64(len(data))}}}}})
 	if err != nil {

@@ -19,25 +19,7 @@ import (
 func TestViaPrefetchDoneBeforeCommit(t *testing.T) {
 	ctx := context.Background()
 	data := bytes.Repeat([]byte("sluice-written-"), 3000)
-	mb := memstore.New("src")
-	w, err := mb.NewWriter(ctx, "s.mds", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write(data)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Open(ctx, t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	held, resume := make(chan struct{}), make(chan struct{})
-	c.beforeCommit = func(int) {
-		close(held)
-		<-resume
-	}
+	c, mb, held, resume := heldCache(t, t.TempDir(), data)
 	d, err := c.Add(ctx, &Source{Bucket: mb, Backoff: func(int) time.Duration { return time.Millisecond },
 		Shards: []Shard{{Files: []File{{Raw: "s.mds", RawBytes: int64(len(data))}}}}})
 	if err != nil {
@@ -103,25 +85,7 @@ func TestViaPrefetchFailureReported(t *testing.T) {
 func TestViaPrefetchFuncBeforeCommit(t *testing.T) {
 	ctx := context.Background()
 	data := bytes.Repeat([]byte("sluice-notify-"), 3000)
-	mb := memstore.New("src")
-	w, err := mb.NewWriter(ctx, "s.mds", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write(data)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Open(ctx, t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	held, resume := make(chan struct{}), make(chan struct{})
-	c.beforeCommit = func(int) {
-		close(held)
-		<-resume
-	}
+	c, mb, held, resume := heldCache(t, t.TempDir(), data)
 	d, err := c.Add(ctx, &Source{Bucket: mb, Backoff: func(int) time.Duration { return time.Millisecond },
 		Shards: []Shard{{Files: []File{{Raw: "s.mds", RawBytes: int64(len(data))}}},
 			{Files: []File{{Raw: "missing.mds", RawBytes: 10}}}}})
@@ -242,4 +206,33 @@ func TestFillCopyAt(t *testing.T) {
 	if n != 3<<20 || !bytes.Equal(w.buf[:n], data[:n]) {
 		t.Fatalf("broken body: %d bytes written, want the %d that arrived", n, 3<<20)
 	}
+}
+
+// heldCache opens a cache in dir over a memstore holding data as s.mds,
+// whose fetches stop between the end of their writes and their sync and
+// rename: held is closed when the first fetch gets there, and it goes on
+// once the test closes resume. The cache is closed at the end of t.
+func heldCache(t *testing.T, dir string, data []byte) (c *Cache, mb *memstore.Bucket, held, resume chan struct{}) {
+	t.Helper()
+	ctx := context.Background()
+	mb = memstore.New("src")
+	w, err := mb.NewWriter(ctx, "s.mds", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(data)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err = Open(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	held, resume = make(chan struct{}), make(chan struct{})
+	c.beforeCommit = func(int) {
+		close(held)
+		<-resume
+	}
+	return c, mb, held, resume
 }
