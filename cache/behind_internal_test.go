@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/sluicedata/sluice/storage/memstore"
 )
 
 // TestWriteFileBehindHoldsCommits: while a WriteFileBehind write (an
@@ -22,17 +20,7 @@ import (
 func TestWriteFileBehindHoldsCommits(t *testing.T) {
 	ctx := context.Background()
 	data := bytes.Repeat([]byte("sluice-behind-"), 3000)
-	mb := memstore.New("src")
-	for _, k := range []string{"ds/a.mds", "ds/b.mds"} {
-		w, err := mb.NewWriter(ctx, k, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write(data)
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mb := memWith(t, data, "ds/a.mds", "ds/b.mds")
 	dir := t.TempDir()
 	c, err := Open(ctx, dir, nil)
 	if err != nil {
@@ -165,17 +153,7 @@ func TestWriteFileBehindClose(t *testing.T) {
 func TestWriteFileBehindRetryAfterFailure(t *testing.T) {
 	ctx := context.Background()
 	data := bytes.Repeat([]byte("sluice-retry-"), 3000)
-	mb := memstore.New("src")
-	for _, k := range []string{"ds/a.mds", "ds/b.mds"} {
-		w, err := mb.NewWriter(ctx, k, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write(data)
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mb := memWith(t, data, "ds/a.mds", "ds/b.mds")
 	dir := t.TempDir()
 	c, err := Open(ctx, dir, nil)
 	if err != nil {

@@ -214,17 +214,8 @@ func TestFillCopyAt(t *testing.T) {
 // once the test closes resume. The cache is closed at the end of t.
 func heldCache(t *testing.T, dir string, data []byte) (c *Cache, mb *memstore.Bucket, held, resume chan struct{}) {
 	t.Helper()
-	ctx := context.Background()
-	mb = memstore.New("src")
-	w, err := mb.NewWriter(ctx, "s.mds", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write(data)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	c, err = Open(ctx, dir, nil)
+	mb = memWith(t, data, "s.mds")
+	c, err := Open(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,4 +226,21 @@ func heldCache(t *testing.T, dir string, data []byte) (c *Cache, mb *memstore.Bu
 		<-resume
 	}
 	return c, mb, held, resume
+}
+
+// memWith returns a memstore holding data under each key.
+func memWith(t *testing.T, data []byte, keys ...string) *memstore.Bucket {
+	t.Helper()
+	mb := memstore.New("src")
+	for _, k := range keys {
+		w, err := mb.NewWriter(context.Background(), k, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(data)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return mb
 }
