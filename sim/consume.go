@@ -98,16 +98,30 @@ func (nd *node) begin(s int, t float64) {
 // readUntil plays the reads of the begun chains in time order, each up to
 // before the time until, or with step ≥ 0 until step's chains are done. It
 // returns when the last of step's chains was done (-Inf when it has none).
+//
+// One pass over the chains per read finds both whether step's chains are
+// done and the next chain: the unfinished one that is earliest (the
+// earlier step first at one time).
 func (nd *node) readUntil(until float64, step int) float64 {
 	for {
-		if step >= 0 && nd.stepDone(step) {
+		var best *chain
+		pending := step < 0 // with step ≥ 0: an unfinished chain of step
+		for i := range nd.chains {
+			c := &nd.chains[i]
+			if c.done {
+				continue
+			}
+			if c.step == step {
+				pending = true
+			}
+			if best == nil || c.t < best.t {
+				best = c
+			}
+		}
+		if !pending || best == nil || best.t >= until {
 			break
 		}
-		c := nd.nextChain()
-		if c == nil || c.t >= until {
-			break
-		}
-		nd.read(c)
+		nd.read(best)
 	}
 	ready := math.Inf(-1)
 	for i := range nd.chains {
@@ -116,15 +130,6 @@ func (nd *node) readUntil(until float64, step int) float64 {
 		}
 	}
 	return ready
-}
-
-func (nd *node) stepDone(step int) bool {
-	for i := range nd.chains {
-		if c := &nd.chains[i]; c.step == step && !c.done {
-			return false
-		}
-	}
-	return true
 }
 
 // read plays chain c's next run: it opens the shard, demand-fetching it
@@ -238,17 +243,4 @@ func (nd *node) waitFor(c *chain, sh int) float64 {
 type leases struct {
 	step   int
 	shards []int
-}
-
-// nextChain returns the unfinished chain that is earliest (the earlier
-// step first at one time), nil if none.
-func (nd *node) nextChain() *chain {
-	var best *chain
-	for i := range nd.chains {
-		c := &nd.chains[i]
-		if !c.done && (best == nil || c.t < best.t) {
-			best = c
-		}
-	}
-	return best
 }

@@ -201,10 +201,11 @@ func (nd *node) beginEpoch(sc *plan.Schedule) {
 	for i := range nd.workerFree {
 		nd.workerFree[i] = 0
 	}
-	for _, s := range nd.vic.all() {
+	all := nd.vic.all()
+	for _, s := range all {
 		nd.use[s] = sc.NextUse(int(s), 0)
 	}
-	for _, s := range append([]int32(nil), nd.vic.all()...) {
+	for _, s := range all {
 		nd.vic.set(int(s), nd.candidate(int(s)))
 	}
 }

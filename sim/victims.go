@@ -9,10 +9,20 @@ import "github.com/sluicedata/sluice/cache"
 // whole cache. A planned candidate's Dist is held as its absolute next-use
 // position: every planned distance is measured from the same position, so
 // the order is the same, and it does not change as the consumers move.
+//
+// Each heap entry carries a copy of its key, so that the sift compares
+// neighbouring entries instead of looking up two shards' keys scattered
+// over the per-shard table (the cost at seed scale was those cache misses).
 type victims struct {
 	key  []cache.Candidate // per shard
 	at   []int32           // per shard: index in heap, -1 if not a candidate
-	heap []int32
+	heap []victim
+}
+
+// victim is a heap entry: a shard and its key.
+type victim struct {
+	k     cache.Candidate
+	shard int32
 }
 
 func newVictims(shards int) victims {
@@ -24,17 +34,17 @@ func newVictims(shards int) victims {
 }
 
 func (v *victims) less(i, j int) bool {
-	a, b := v.heap[i], v.heap[j]
-	if c := cache.CompareCandidates(v.key[a], v.key[b]); c != 0 {
+	a, b := &v.heap[i], &v.heap[j]
+	if c := cache.CompareCandidates(a.k, b.k); c != 0 {
 		return c < 0
 	}
-	return a < b
+	return a.shard < b.shard
 }
 
 func (v *victims) swap(i, j int) {
 	v.heap[i], v.heap[j] = v.heap[j], v.heap[i]
-	v.at[v.heap[i]] = int32(i)
-	v.at[v.heap[j]] = int32(j)
+	v.at[v.heap[i].shard] = int32(i)
+	v.at[v.heap[j].shard] = int32(j)
 }
 
 func (v *victims) up(i int) {
@@ -76,11 +86,12 @@ func (v *victims) set(shard int, k cache.Candidate) {
 	i := int(v.at[shard])
 	if i < 0 {
 		i = len(v.heap)
-		v.heap = append(v.heap, int32(shard))
+		v.heap = append(v.heap, victim{k: k, shard: int32(shard)})
 		v.at[shard] = int32(i)
 		v.up(i)
 		return
 	}
+	v.heap[i].k = k
 	v.up(i)
 	v.down(int(v.at[shard]))
 }
@@ -98,7 +109,7 @@ func (v *victims) remove(shard int) {
 	v.heap = v.heap[:last]
 	v.at[shard] = -1
 	if i != last {
-		moved := v.heap[i]
+		moved := v.heap[i].shard
 		v.up(i)
 		v.down(int(v.at[moved]))
 	}
@@ -109,8 +120,14 @@ func (v *victims) first() (shard int, ok bool) {
 	if len(v.heap) == 0 {
 		return 0, false
 	}
-	return int(v.heap[0]), true
+	return int(v.heap[0].shard), true
 }
 
-// all returns the candidates, in no order.
-func (v *victims) all() []int32 { return v.heap }
+// all returns the candidates, in no order, in a new slice.
+func (v *victims) all() []int32 {
+	out := make([]int32, len(v.heap))
+	for i := range v.heap {
+		out[i] = v.heap[i].shard
+	}
+	return out
+}
