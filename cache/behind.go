@@ -107,14 +107,23 @@ func (c *Cache) WriteFileBehind(rel string, data []byte) (wait func() error) {
 // directory holding file (an absolute path) has ended, and returns the
 // first one's error.
 func (c *Cache) waitBehind(ctx context.Context, file string) error {
-	c.behind.mu.Lock()
+	return c.behind.wait(ctx, func(bw *behindWrite) bool {
+		rel, err := filepath.Rel(bw.dir, file)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+	})
+}
+
+// wait waits until every write pending now that match selects has ended,
+// and returns the first failed one's error.
+func (b *behindWrites) wait(ctx context.Context, match func(*behindWrite) bool) error {
+	b.mu.Lock()
 	var pending []*behindWrite
-	for _, bw := range c.behind.pending {
-		if rel, err := filepath.Rel(bw.dir, file); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+	for _, bw := range b.pending {
+		if match(bw) {
 			pending = append(pending, bw)
 		}
 	}
-	c.behind.mu.Unlock()
+	b.mu.Unlock()
 	for _, bw := range pending {
 		select {
 		case <-bw.done:
@@ -133,23 +142,5 @@ func (c *Cache) waitBehind(ctx context.Context, file string) error {
 // the same dataset in this process finds the index in place rather than
 // downloading it again while the first one's write syncs.
 func (c *Cache) WaitWrite(ctx context.Context, rel string) error {
-	c.behind.mu.Lock()
-	var mine []*behindWrite
-	for _, bw := range c.behind.pending {
-		if bw.rel == rel {
-			mine = append(mine, bw)
-		}
-	}
-	c.behind.mu.Unlock()
-	for _, bw := range mine {
-		select {
-		case <-bw.done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if bw.err != nil {
-			return bw.err
-		}
-	}
-	return nil
+	return c.behind.wait(ctx, func(bw *behindWrite) bool { return bw.rel == rel })
 }
