@@ -488,6 +488,15 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (i
 		// a ~10 ms time to first sample at load 11).
 		wait := d.cache.WriteFileBehind(filepath.ToSlash(filepath.Join(rel, format.IndexFile)), b)
 		st.indexWritten = wait
+		// But Open waits for it: a write left behind competed with the
+		// first shards for space under a tight cache limit (shards leased
+		// early, the index waiting for room they held: a 10-minute stall
+		// in TestRanksGetExactlyTheirPlan), and a short run's Close could
+		// end it before the index was in place (the next run downloaded
+		// everything again: TestBenchTorchModel).
+		if err := wait(); err != nil {
+			return 0, fmt.Errorf("stream: caching %s: %w", format.IndexFile, err)
+		}
 		d.bg.Add(1)
 		go func() {
 			defer d.bg.Done()
