@@ -115,6 +115,24 @@ def num_workers():
 _watching = None  # the pid whose parent this process watches
 
 
+def parent_pid():
+    """The pid of the process that started this one.
+
+    A multiprocessing child (every DataLoader worker) knows it from its
+    start: the parent records its own pid in the Process object before
+    the child exists. os.getppid() read later is wrong when the parent has
+    already died (it is then the reaper's pid), and a watch keyed on it
+    would never fire; torch's own watchdog has that race while a
+    worker_init_fn runs. Falls back to os.getppid() elsewhere.
+    """
+    import multiprocessing
+
+    parent = multiprocessing.parent_process()
+    if parent is not None and parent.pid:
+        return parent.pid
+    return os.getppid()
+
+
 def watch_parent(interval=1.0):
     """Ends this (DataLoader worker) process when its parent dies.
 
@@ -129,7 +147,7 @@ def watch_parent(interval=1.0):
     if _watching == pid:
         return
     _watching = pid
-    parent = os.getppid()
+    parent = parent_pid()
 
     def run():
         import time

@@ -544,7 +544,7 @@ class StreamingDataset(_Base):
         req = {"op": "next", "iter": begun["iter"], "max": self._fetch, "inline_max": self._inline_max}
         # A DataLoader worker watches its parent: when the main process
         # dies the worker stops instead of waiting on as an orphan.
-        parent = os.getppid() if private else None
+        parent = _worker.parent_pid() if private else None
         conn.send(req)
         prev = None
         last = time.monotonic()

@@ -79,34 +79,76 @@ class TooSmallTest(helpers.AgentCase):
 @unittest.skipIf(torch is None, "torch missing")
 class OrphanTest(helpers.AgentCase):
     def test_workers_exit_when_main_dies(self):
-        remote = os.path.join(self.tmp, "remote-orphan")
+        self._orphan("remote-orphan", init_sleep=0)
+
+    def test_workers_exit_when_main_dies_during_worker_init(self):
+        # The main process dies while the workers are still in their
+        # worker_init_fn, before the dataset's __iter__ runs: os.getppid()
+        # read then is already the reaper's pid (a clean-clone CI run hit
+        # this race, and torch's own watchdog has it too).
+        self._orphan("remote-orphan-init", init_sleep=1.5)
+
+    def _orphan(self, name, init_sleep):
+        remote = os.path.join(self.tmp, name)
         agent_kill_trials.write_dataset(remote, n=400)
         code = (
             "import os, sys, time, helpers, sluice\n"
+            "def init(_):\n"
+            "    print(os.getpid(), flush=True)\n"
+            "    time.sleep(%r)\n"
             "ds = sluice.StreamingDataset(remote=%r, local=%r, batch_size=4, cache_limit='160kb')\n"
-            "loader = sluice.StreamingDataLoader(ds, batch_size=4, num_workers=2, worker_init_fn=lambda _: "
-            "print(os.getpid(), flush=True))\n"
+            "loader = sluice.StreamingDataLoader(ds, batch_size=4, num_workers=2, worker_init_fn=init)\n"
             "it = iter(loader); next(it)\n"
-            "time.sleep(3600)\n" % (remote, os.path.join(self.tmp, "c-orphan")))
-        p = subprocess.Popen([sys.executable, "-c", code], cwd=helpers.HERE, stdout=subprocess.PIPE)
+            "time.sleep(3600)\n" % (init_sleep, remote, os.path.join(self.tmp, "c-" + name)))
+        errpath = os.path.join(self.tmp, name + ".stderr")
+        with open(errpath, "wb") as err:
+            p = subprocess.Popen([sys.executable, "-c", code], cwd=helpers.HERE, stdout=subprocess.PIPE, stderr=err)
         try:
-            pids = []
-            while len(pids) < 2:
-                line = p.stdout.readline()
-                if not line:
-                    self.fail("the main process ended before its workers started")
-                if line.strip().isdigit():
-                    pids.append(int(line))
-            self.assertEqual(len(pids), 2)
+            pids = _read_pids(p, 2, deadline=time.monotonic() + 120)
         finally:
             p.kill()
             p.wait(timeout=30)
+        if len(pids) < 2:
+            for q in pids:
+                _kill(q)
+            with open(errpath, "rb") as f:
+                self.fail("the workers did not both start within 120s (pids %s); the main process said: %s"
+                          % (pids, f.read().decode(errors="replace")[-2000:]))
         end = time.monotonic() + 30
         alive = pids
         while alive and time.monotonic() < end:
             alive = [q for q in pids if _alive(q)]
             time.sleep(0.1)
+        for q in alive:  # do not leave them behind for the next test
+            _kill(q)
         self.assertEqual(alive, [], "DataLoader workers outlived their main process")
+
+
+def _read_pids(p, n, deadline):
+    """Up to n pids the child prints on its stdout, read with a deadline
+    (orphaned workers hold the pipe open, so EOF may never come)."""
+    import select
+
+    pids, buf = [], b""
+    fd = p.stdout.fileno()
+    while len(pids) < n and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if not ready:
+            continue
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        pids += [int(x) for x in lines if x.strip().isdigit()]
+    return pids[:n]
+
+
+def _kill(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _alive(pid):
