@@ -54,7 +54,6 @@ import io
 import math
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -71,21 +70,8 @@ from sluice import _feed  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-def agent_cpu():
-    pid = helpers.agent_pid(os.environ["SLUICE_AGENT_DIR"])
-    if pid is None:
-        return 0.0
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
 def cpu_now():
-    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime + agent_cpu()
+    return helpers.cpu_with_agent(os.environ["SLUICE_AGENT_DIR"])
 
 
 def epoch(loader, feed, n_expected, id_sum):

@@ -180,25 +180,10 @@ def go_run(exe, d, n, workers, transform, passes, full=False):
 # -- the threaded feed --------------------------------------------------------
 
 
-def agent_cpu():
+def cpu_now():
     import helpers
 
-    pid = helpers.agent_pid(os.environ["SLUICE_AGENT_DIR"])
-    if pid is None:
-        return 0.0
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
-def cpu_now():
-    import resource
-
-    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime + agent_cpu()
+    return helpers.cpu_with_agent(os.environ["SLUICE_AGENT_DIR"])
 
 
 def feed_rate(d, n, threads, repeat, how, full=False):

@@ -83,6 +83,29 @@ def agent_pid(agent_dir):
         return None
 
 
+def agent_cpu(agent_dir):
+    """CPU seconds (user + system) the agent of agent_dir has used so far;
+    0.0 when there is no agent or its /proc entry cannot be read."""
+    pid = agent_pid(agent_dir)
+    if pid is None:
+        return 0.0
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def cpu_with_agent(agent_dir):
+    """CPU seconds of this process, its waited-for children and the agent of
+    agent_dir together (what a benchmark charges a read path)."""
+    import resource
+
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime + agent_cpu(agent_dir)
+
+
 def stop_agent(agent_dir, sig=signal.SIGTERM, timeout=10):
     pid = agent_pid(agent_dir)
     if pid is None:
