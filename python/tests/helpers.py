@@ -106,6 +106,21 @@ def cpu_with_agent(agent_dir):
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime + agent_cpu(agent_dir)
 
 
+def readline(stream, timeout=120):
+    """One line from a child's stdout, with a deadline: a child that fails
+    while its own children (DataLoader workers, an agent) hold the pipe
+    open never gives EOF, and a bare readline() would hang the suite."""
+    import threading
+
+    got = []
+    t = threading.Thread(target=lambda: got.append(stream.readline()), daemon=True)
+    t.start()
+    t.join(timeout)
+    if not got:
+        raise AssertionError("no line from the child within %ds" % timeout)
+    return got[0]
+
+
 def stop_agent(agent_dir, sig=signal.SIGTERM, timeout=10):
     pid = agent_pid(agent_dir)
     if pid is None:

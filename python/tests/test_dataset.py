@@ -209,7 +209,7 @@ class AgentLifecycleTest(helpers.AgentCase):
         procs = [subprocess.Popen([sys.executable, "-c", code], cwd=helpers.HERE, stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE) for _ in range(4)]
         try:
-            pids = {int(p.stdout.readline()) for p in procs}
+            pids = {int(helpers.readline(p.stdout)) for p in procs}
             self.assertEqual(len(pids), 1, pids)
             self.assertEqual(pids, {helpers.agent_pid(self.agent_dir)})
             st = os.stat(os.path.join(self.agent_dir, "agent.sock"))

@@ -164,7 +164,7 @@ except Exception as e:
         procs = self.start_ranks(1, 1, {"workers": [2], "pause_after": 3}, "killed",
                                  stdout=subprocess.PIPE, start_new_session=True)
         p, _ = procs[0]
-        self.assertEqual(p.stdout.readline().strip(), b"PAUSED")
+        self.assertEqual(helpers.readline(p.stdout).strip(), b"PAUSED")
         self.assertGreater(stats()["leases"], 0)
         os.killpg(p.pid, signal.SIGKILL)
         p.wait(timeout=30)

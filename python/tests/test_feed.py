@@ -194,7 +194,7 @@ class FeedTest(helpers.AgentCase):
         """) % (os.path.dirname(sluice.__path__[0]), self.data)
         p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
-            line = p.stdout.readline()
+            line = helpers.readline(p.stdout)
             self.assertEqual(line.strip(), b"ready", p.stderr.read(2000) if not line else line)
             if kill_agent:
                 pid = helpers.agent_pid(self.agent_dir)

@@ -367,7 +367,7 @@ class ShmTest(helpers.AgentCase):
         """) % (os.path.dirname(sluice.__path__[0]), feed, self.data, 4 if feed == "threads" else 2)
         p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         try:
-            line = p.stdout.readline()
+            line = helpers.readline(p.stdout)
             self.assertEqual(line.strip(), b"ready", p.stderr.read(2000) if not line else line)
             pid = helpers.agent_pid(agent_dir)
             self.assertIsNotNone(pid)

@@ -258,7 +258,7 @@ class KillTest(WriterTestCase):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         child = subprocess.Popen([sys.executable, "-c", _CHILD, out], stdout=subprocess.PIPE, env=env)
-        go_pid = int(child.stdout.readline())
+        go_pid = int(helpers.readline(child.stdout))
         deadline = time.monotonic() + 60
         while len([f for f in os.listdir(out) if f.startswith("shard.")]) < 5:
             self.assertLess(time.monotonic(), deadline, "no shards written")
