@@ -1,0 +1,104 @@
+"""Stream: one data source of a StreamingDataset, with MosaicML's Stream
+arguments, and the checks and defaults a dataset applies to its streams."""
+
+import os
+
+
+def _abs_location(p):
+    """Local paths must be absolute: the agent runs in another directory."""
+    if p is None:
+        return None
+    p = os.fspath(p)
+    if "://" in p:
+        return p
+    return os.path.abspath(os.path.expanduser(p))
+
+
+def _size_str(v, what):
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise ValueError("%s must be an int or a string like '10gb', got %r" % (what, v))
+    return str(v)
+
+
+class Stream:
+    """One data source of a StreamingDataset (MosaicML's Stream arguments)."""
+
+    def __init__(
+        self,
+        *,
+        remote=None,
+        local=None,
+        split=None,
+        proportion=None,
+        repeat=None,
+        choose=None,
+        download_retry=None,
+        download_timeout=None,
+        validate_hash=None,
+        keep_zip=None,
+    ):
+        if remote is None and local is None:
+            raise ValueError("Stream needs remote or local")
+        given = [x is not None for x in (proportion, repeat, choose)]
+        if sum(given) > 1:
+            raise ValueError("give at most one of proportion, repeat and choose")
+        for name, v in (("proportion", proportion), ("repeat", repeat), ("choose", choose)):
+            if v is not None and v < 0:
+                raise ValueError("%s must be >= 0, got %r" % (name, v))
+        self.remote = remote
+        self.local = local
+        self.split = split
+        self.proportion = proportion
+        self.repeat = repeat
+        self.choose = choose
+        # What the user gave: a dataset sets the resolved weights on the
+        # attributes above, and a later dataset over this Stream must
+        # resolve from the given ones again.
+        self._given = (proportion, repeat, choose)
+        self.download_retry = download_retry
+        self.download_timeout = download_timeout
+        self.validate_hash = validate_hash
+        self.keep_zip = keep_zip
+
+    def _wire(self):
+        proportion, repeat, choose = getattr(self, "_given", (self.proportion, self.repeat, self.choose))
+        out = {
+            "remote": _abs_location(self.remote),
+            "local": _abs_location(self.local),
+            "split": self.split,
+            "proportion": None if proportion is None else float(proportion),
+            "repeat": None if repeat is None else float(repeat),
+            "choose": None if choose is None else int(choose),
+            "download_retry": self.download_retry,
+            "download_timeout": None if self.download_timeout is None else float(self.download_timeout),
+            "validate_hash": self.validate_hash,
+            "keep_zip": self.keep_zip,
+        }
+        return {k: v for k, v in out.items() if v is not None}
+
+
+def _derived_local(remote, split):
+    """The cache folder MosaicML derives when no local is given: the
+    temporary directory, a folder named by the BLAKE2s (16 bytes) hash of
+    remote as given, then the split."""
+    import hashlib
+    import tempfile
+    name = hashlib.blake2s(str(remote).encode("utf-8"), digest_size=16).hexdigest()
+    return os.path.join(tempfile.gettempdir(), name, split or "")
+
+
+def _check_stream_class(st):
+    """Refuse a Stream subclass that overrides behaviour: the agent reads
+    the stream, so its methods would silently never run."""
+    if not isinstance(st, Stream):
+        raise TypeError("streams must hold sluice.Stream objects, got %s" % type(st).__name__)
+    overridden = sorted({name for klass in type(st).__mro__ if klass not in (Stream, object)
+                         for name, v in vars(klass).items()
+                         if callable(v) and name != "__init__" and not (name.startswith("__") and name.endswith("__"))})
+    if overridden:
+        raise NotImplementedError(
+            "custom Stream subclasses are not supported: %s overrides %s, which Sluice would never call "
+            "(the agent reads the stream); use sluice.Stream and transform samples in a StreamingDataset "
+            "subclass's __getitem__" % (type(st).__name__, ", ".join(overridden)))
