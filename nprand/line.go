@@ -23,7 +23,18 @@ type LineHit struct {
 // rounding and the draws they need exactly, and resolve the few hits with
 // floating point. k0, step, lo and hi must keep every k - lo and k + hi
 // within ±2^62, and lo, hi >= 0.
+//
+// On CPUs with AVX-512 IFMA runs of at least lineVecMin draws are made
+// on 16 vector lanes (see countVec), with the same result.
 func (g *Generator) CountLine(n int, k0, step, lo, hi int64, hits []LineHit) (int, []LineHit) {
+	if b, h, ok := g.countLineFast(n, k0, step, lo, hi, hits); ok {
+		return b, h
+	}
+	return g.countLineScalar(n, k0, step, lo, hi, hits)
+}
+
+// countLineScalar is CountLine on two scalar lanes.
+func (g *Generator) countLineScalar(n int, k0, step, lo, hi int64, hits []LineHit) (int, []LineHit) {
 	w := uint64(lo + hi) // region [k - lo, k + hi): uint64(r - k + lo) < w
 	var below uint64
 	t := 0

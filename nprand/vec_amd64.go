@@ -1,0 +1,173 @@
+package nprand
+
+import (
+	"math/bits"
+
+	"golang.org/x/sys/cpu"
+)
+
+// hasVec reports whether the CPU runs the AVX-512 kernels (skipVec,
+// countVec): AVX-512F with IFMA (52-bit multiply-add, the 128-bit LCG
+// step on 8 lanes per register), and BMI1/BMI2/POPCNT for their scalar
+// parts. It is read once; elsewhere the scalar code runs.
+var hasVec = cpu.X86.HasAVX512F && cpu.X86.HasAVX512IFMA &&
+	cpu.X86.HasBMI1 && cpu.X86.HasBMI2 && cpu.X86.HasPOPCNT
+
+// Lengths below which the vector kernels do not pay for setting up
+// their 16 lanes (about 16 scalar steps).
+const (
+	skipVecMin = 256
+	lineVecMin = 256
+)
+
+// vecState is 16 LCG lanes in the kernels' layout: lane k holds the
+// state whose output is the k-th next draw, as three limbs of 52, 52 and
+// 24 bits (s[0][k] bits 0–51, s[1][k] bits 52–103, s[2][k] bits 104–127;
+// s[2] may carry junk above bit 24, which never reaches the low 128 bits).
+// m and c are the limbs of the map x -> M¹⁶x + c¹⁶ that advances a lane
+// by 16 steps. The layout is fixed: the assembly reads it by offset.
+type vecState struct {
+	s [3][16]uint64
+	m [3]uint64
+	c [3]uint64
+}
+
+const limb52 = 1<<52 - 1
+
+func toLimbs(x u128) (a0, a1, a2 uint64) {
+	return x.lo & limb52, (x.lo>>52 | x.hi<<12) & limb52, (x.hi >> 40) & (1<<24 - 1)
+}
+
+func fromLimbs(a0, a1, a2 uint64) u128 {
+	return u128{hi: a1>>12 | a2<<40, lo: a0&limb52 | a1<<52}
+}
+
+// init sets the lanes to the states of g's next 16 draws and the
+// 16-step map of g's stream.
+func (st *vecState) init(g *Generator) {
+	s := g.state
+	for k := range 16 {
+		s = add128(mul128(s, pcgMult), g.inc)
+		st.s[0][k], st.s[1][k], st.s[2][k] = toLimbs(s)
+	}
+	// x -> M^16 x + c16, by squaring the one-step map four times.
+	m, c := pcgMult, g.inc
+	for range 4 {
+		c = add128(mul128(c, m), c)
+		m = mul128(m, m)
+	}
+	st.m[0], st.m[1], st.m[2] = toLimbs(m)
+	st.c[0], st.c[1], st.c[2] = toLimbs(c)
+}
+
+// lane returns lane k's state.
+func (st *vecState) lane(k int) u128 {
+	return fromLimbs(st.s[0][k], st.s[1][k], st.s[2][k])
+}
+
+// pcgInv is the inverse of pcgMult mod 2^128 (TestPCGInverse checks it).
+var pcgInv = u128{0x07dda22b93979860, 0x98abc8b0716eac8d}
+
+// before returns the state one step before s in g's stream.
+func (g *Generator) before(s u128) u128 {
+	lo, b := bits.Sub64(s.lo, g.inc.lo, 0)
+	hi, _ := bits.Sub64(s.hi, g.inc.hi, b)
+	return mul128(u128{hi, lo}, pcgInv)
+}
+
+// output is PCG64's output function (XSL-RR) of a state.
+func output(s u128) uint64 {
+	return bits.RotateLeft64(s.hi^s.lo, -int(s.hi>>58))
+}
+
+// skipVec makes a shuffle's steps i, i-1, …, 1 (mask = 2^bitlen(i) - 1)
+// with the draws of st's lanes, 32 tries (16 draws) at a time, and
+// returns the try of the last block at which i reached 0 (even: the
+// lower half of its draw, leaving the upper half unused), leaving st's
+// lanes at that block. A block whose tries all lie in one band is
+// counted without a sequential chain: try t is certainly accepted when
+// its value is <= i - t and certainly rejected when it is > i, and the
+// rare tries between are resolved in order; blocks that cross a band
+// (or lie in the last, small bands) run try by try.
+//
+//go:noescape
+func skipVec(st *vecState, i, mask uint64) (t uint64)
+
+// skipFast runs skipLoop(i) on the vector kernel when the CPU has it and
+// the run is long enough, reporting whether it did.
+func (g *Generator) skipFast(i uint64) bool {
+	if !hasVec || i < skipVecMin {
+		return false
+	}
+	g.skipVector(i)
+	return true
+}
+
+// skipVector is skipLoop(i) on the vector kernel (hasVec must hold).
+func (g *Generator) skipVector(i uint64) {
+	var st vecState
+	st.init(g)
+	t := skipVec(&st, i, uint64(1)<<bits.Len64(i)-1)
+	s := st.lane(int(t / 2))
+	g.state = s
+	if t%2 == 0 {
+		g.buf, g.has32 = uint32(output(s)>>32), true
+	}
+}
+
+// countVec counts blocks of 16 draws of st's lanes against a line for
+// CountLine: lane t's draw r (>> 11) against ks[t] (the line minus lo),
+// d = r - ks[t]; it adds to below the d < lo and stores the d with
+// uint64(d) < w in order as hits (their draw index tBase + 16·block + t
+// and r into hitT and hitV, at most maxHits, checked before each block
+// with a hit). After each block the lanes advance 16 steps and ks falls
+// by step16. It returns below, the blocks done and the hits stored; it
+// stops early only when the hits might not fit.
+//
+//go:noescape
+func countVec(st *vecState, ks *[16]int64, blocks int, lo int64, w uint64, step16 int64, tBase int64, hitT *int64, hitV *uint64, maxHits int) (below, done, nHits int)
+
+// countLineFast is CountLine on the vector kernel when the CPU has it and
+// the run is long enough (ok false: the caller runs the scalar code).
+func (g *Generator) countLineFast(n int, k0, step, lo, hi int64, hits []LineHit) (int, []LineHit, bool) {
+	if !hasVec || n < lineVecMin {
+		return 0, hits, false
+	}
+	b, h := g.countLineVector(n, k0, step, lo, hi, hits)
+	return b, h, true
+}
+
+// countLineVector is CountLine on the vector kernel (hasVec must hold):
+// whole blocks of 16 draws on the lanes, the rest on the scalar code.
+func (g *Generator) countLineVector(n int, k0, step, lo, hi int64, hits []LineHit) (int, []LineHit) {
+	var st vecState
+	st.init(g)
+	var ks [16]int64
+	for t := range ks {
+		ks[t] = k0 - lo - int64(t)*step
+	}
+	var ht [64]int64
+	var hv [64]uint64
+	blocks := n / 16
+	below := 0
+	for done := 0; done < blocks; {
+		b, d, nh := countVec(&st, &ks, blocks-done, lo, uint64(lo+hi), 16*step, int64(done)*16, &ht[0], &hv[0], len(ht))
+		below += b
+		done += d
+		for k := range nh {
+			hits = append(hits, LineHit{int(ht[k]), hv[k]})
+		}
+	}
+	g.state = g.before(st.lane(0))
+	t0 := blocks * 16
+	if t0 == n {
+		return below, hits
+	}
+	// The rest: the scalar loop on a line shifted to start at t0.
+	n0 := len(hits)
+	b, hits := g.countLineScalar(n-t0, k0-int64(t0)*step, step, lo, hi, hits)
+	for k := n0; k < len(hits); k++ {
+		hits[k].T += t0
+	}
+	return below + b, hits
+}

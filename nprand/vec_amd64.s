@@ -1,0 +1,290 @@
+#include "textflag.h"
+
+// The kernels of vec_amd64.go. Sixteen PCG64 lanes live in Z0–Z5 as
+// limbs of 52, 52 and 24 bits (Z0/Z1: bits 0–51 of lanes 0–7/8–15,
+// Z2/Z3: bits 52–103, Z4/Z5: bits 104–127, junk allowed above bit 24),
+// the 16-step map's multiplier in Z6–Z8 and addend in Z9–Z11 (broadcast
+// limbs), the 52-bit mask in Z12.
+
+// LOADLANES loads vecState (DI) into Z0–Z12.
+#define LOADLANES \
+	VMOVDQU64 0(DI), Z0 \
+	VMOVDQU64 64(DI), Z1 \
+	VMOVDQU64 128(DI), Z2 \
+	VMOVDQU64 192(DI), Z3 \
+	VMOVDQU64 256(DI), Z4 \
+	VMOVDQU64 320(DI), Z5 \
+	VPBROADCASTQ 384(DI), Z6 \
+	VPBROADCASTQ 392(DI), Z7 \
+	VPBROADCASTQ 400(DI), Z8 \
+	VPBROADCASTQ 408(DI), Z9 \
+	VPBROADCASTQ 416(DI), Z10 \
+	VPBROADCASTQ 424(DI), Z11 \
+	MOVQ $0x000fffffffffffff, AX \
+	VPBROADCASTQ AX, Z12
+
+// STORELANES stores Z0–Z5 into vecState (DI).
+#define STORELANES \
+	VMOVDQU64 Z0, 0(DI) \
+	VMOVDQU64 Z1, 64(DI) \
+	VMOVDQU64 Z2, 128(DI) \
+	VMOVDQU64 Z3, 192(DI) \
+	VMOVDQU64 Z4, 256(DI) \
+	VMOVDQU64 Z5, 320(DI)
+
+// STEP advances 8 lanes (a0, a1, a2) by the 16-step map, mod 2^128:
+// r0 = c0 + lo(a0m0); r1 = c1 + hi(a0m0) + lo(a0m1) + lo(a1m0);
+// r2 = c2 + hi(a0m1) + hi(a1m0) + lo(a1m1) + lo(a0m2) + lo(a2m0) (terms
+// from bit 156 on vanish mod 2^128), then the carries. r0–r2 and t are
+// scratch.
+#define STEP(a0, a1, a2, r0, r1, r2, t) \
+	VMOVDQA64 Z9, r0 \
+	VPMADD52LUQ Z6, a0, r0 \
+	VMOVDQA64 Z10, r1 \
+	VPMADD52HUQ Z6, a0, r1 \
+	VPMADD52LUQ Z7, a0, r1 \
+	VPMADD52LUQ Z6, a1, r1 \
+	VMOVDQA64 Z11, r2 \
+	VPMADD52HUQ Z7, a0, r2 \
+	VPMADD52HUQ Z6, a1, r2 \
+	VPMADD52LUQ Z7, a1, r2 \
+	VPMADD52LUQ Z8, a0, r2 \
+	VPMADD52LUQ Z6, a2, r2 \
+	VPSRLQ $52, r0, t \
+	VPADDQ t, r1, r1 \
+	VPANDQ Z12, r0, a0 \
+	VPSRLQ $52, r1, t \
+	VPADDQ t, r2, a2 \
+	VPANDQ Z12, r1, a1
+
+// OUT computes PCG64's output of 8 lanes into x: rotate right
+// (hi ^ lo) by hi >> 58, where hi ^ lo = a0 ^ rotl(a1, 52) ^ (a2 << 40)
+// and hi >> 58 = a2 >> 18 (mod 64, as the rotate takes it).
+#define OUT(a0, a1, a2, x, t) \
+	VPROLQ $52, a1, x \
+	VPSLLQ $40, a2, t \
+	VPTERNLOGQ $0x96, a0, t, x \
+	VPSRLQ $18, a2, t \
+	VPRORVQ t, x, x
+
+DATA iota32<>+0(SB)/8, $0x0000000100000000
+DATA iota32<>+8(SB)/8, $0x0000000300000002
+DATA iota32<>+16(SB)/8, $0x0000000500000004
+DATA iota32<>+24(SB)/8, $0x0000000700000006
+DATA iota32<>+32(SB)/8, $0x0000000900000008
+DATA iota32<>+40(SB)/8, $0x0000000b0000000a
+DATA iota32<>+48(SB)/8, $0x0000000d0000000c
+DATA iota32<>+56(SB)/8, $0x0000000f0000000e
+DATA iota32<>+64(SB)/8, $0x0000001100000010
+DATA iota32<>+72(SB)/8, $0x0000001300000012
+DATA iota32<>+80(SB)/8, $0x0000001500000014
+DATA iota32<>+88(SB)/8, $0x0000001700000016
+DATA iota32<>+96(SB)/8, $0x0000001900000018
+DATA iota32<>+104(SB)/8, $0x0000001b0000001a
+DATA iota32<>+112(SB)/8, $0x0000001d0000001c
+DATA iota32<>+120(SB)/8, $0x0000001f0000001e
+GLOBL iota32<>(SB), RODATA|NOPTR, $128
+
+DATA iota64<>+0(SB)/8, $0
+DATA iota64<>+8(SB)/8, $1
+DATA iota64<>+16(SB)/8, $2
+DATA iota64<>+24(SB)/8, $3
+DATA iota64<>+32(SB)/8, $4
+DATA iota64<>+40(SB)/8, $5
+DATA iota64<>+48(SB)/8, $6
+DATA iota64<>+56(SB)/8, $7
+GLOBL iota64<>(SB), RODATA|NOPTR, $64
+
+// func skipVec(st *vecState, i, mask uint64) (t uint64)
+//
+// SI = i, DX = mask, R12 = floor = (mask+1)/2. The 32 tries of a block
+// are the dwords of the two output registers, in order (the lower half
+// of each draw first).
+TEXT ·skipVec(SB), NOSPLIT, $128-32
+	MOVQ st+0(FP), DI
+	MOVQ i+8(FP), SI
+	MOVQ mask+16(FP), DX
+	LOADLANES
+	LEAQ 1(DX), R12
+	SHRQ $1, R12
+	VMOVDQU32 iota32<>+0(SB), Z13
+	VMOVDQU32 iota32<>+64(SB), Z14
+	VPBROADCASTD DX, Z15
+
+sblock:
+	OUT(Z0, Z2, Z4, Z24, Z26)
+	OUT(Z1, Z3, Z5, Z25, Z27)
+	// Fast path: a wide band (mask >= 127) and i - 32 still in it.
+	CMPQ DX, $127
+	JB sslow
+	LEAQ 32(R12), AX
+	CMPQ SI, AX
+	JB sslow
+	VPANDD Z15, Z24, Z29
+	VPANDD Z15, Z25, Z30
+	VPBROADCASTD SI, Z28
+	VPSUBD Z13, Z28, Z26
+	VPSUBD Z14, Z28, Z27
+	VPCMPUD $2, Z26, Z29, K1 // v <= i - t: accepted
+	VPCMPUD $2, Z27, Z30, K2
+	VPCMPUD $2, Z28, Z29, K3 // v <= i: accepted or undecided
+	VPCMPUD $2, Z28, Z30, K4
+	KMOVW K1, AX
+	KMOVW K2, BX
+	SHLQ $16, BX
+	ORQ BX, AX
+	KMOVW K3, CX
+	KMOVW K4, BX
+	SHLQ $16, BX
+	ORQ BX, CX
+	XORQ AX, CX // undecided tries
+	JNZ sresolve
+
+saccept:
+	POPCNTQ AX, AX
+	SUBQ AX, SI
+
+snext:
+	STEP(Z0, Z2, Z4, Z16, Z17, Z18, Z19)
+	STEP(Z1, Z3, Z5, Z20, Z21, Z22, Z23)
+	JMP sblock
+
+sresolve:
+	// In order: try t is accepted iff v <= i - (accepted tries before t).
+	VMOVDQU32 Z29, 0(SP)
+	VMOVDQU32 Z30, 64(SP)
+
+srloop:
+	TZCNTQ CX, R8
+	MOVL (SP)(R8*4), R9
+	BLSMSKQ CX, R10
+	ANDQ AX, R10 // accepted tries before t (bit t of AX is clear)
+	POPCNTQ R10, R10
+	MOVQ SI, R11
+	SUBQ R10, R11
+	CMPQ R9, R11
+	JHI srnext
+	BTSQ R8, AX
+
+srnext:
+	BLSRQ CX, CX
+	JNZ srloop
+	JMP saccept
+
+sslow:
+	// Try by try, with the band's mask halving as i falls below floor.
+	VMOVDQU64 Z24, 0(SP)
+	VMOVDQU64 Z25, 64(SP)
+	XORQ R8, R8
+
+ssloop:
+	MOVL (SP)(R8*4), R9
+	ANDQ DX, R9
+	CMPQ SI, R9  // CF: i < v, rejected
+	ADCQ $-1, SI // i -= accepted
+	CMPQ SI, R12
+	JAE ssnext
+	TESTQ SI, SI
+	JZ sdone
+	SHRQ $1, DX
+	SHRQ $1, R12
+
+ssnext:
+	INCQ R8
+	CMPQ R8, $32
+	JB ssloop
+	VPBROADCASTD DX, Z15
+	JMP snext
+
+sdone:
+	STORELANES
+	MOVQ R8, t+24(FP)
+	VZEROUPPER
+	RET
+
+// func countVec(st *vecState, ks *[16]int64, blocks int, lo int64, w uint64, step16 int64, tBase int64, hitT *int64, hitV *uint64, maxHits int) (below, done, nHits int)
+//
+// Z13/Z14: ks (the lines of lanes 0–7/8–15, minus lo); Z15: lo;
+// Z28: w; Z29: step16; Z30: 0..7. CX = blocks, R8 = done, R9 = below,
+// R10 = hits stored, R11 = t of the block's first draw, R14 = the most
+// hits stored before a block with hits (maxHits - 16).
+TEXT ·countVec(SB), NOSPLIT, $0-104
+	MOVQ st+0(FP), DI
+	MOVQ ks+8(FP), SI
+	LOADLANES
+	VMOVDQU64 0(SI), Z13
+	VMOVDQU64 64(SI), Z14
+	VPBROADCASTQ lo+24(FP), Z15
+	VPBROADCASTQ w+32(FP), Z28
+	VPBROADCASTQ step16+40(FP), Z29
+	VMOVDQU64 iota64<>+0(SB), Z30
+	MOVQ blocks+16(FP), CX
+	XORQ R8, R8
+	XORQ R9, R9
+	XORQ R10, R10
+	MOVQ tBase+48(FP), R11
+	MOVQ hitT+56(FP), R12
+	MOVQ hitV+64(FP), R13
+	MOVQ maxHits+72(FP), R14
+	SUBQ $16, R14
+
+cblock:
+	CMPQ R8, CX
+	JGE cdone
+	OUT(Z0, Z2, Z4, Z24, Z26)
+	OUT(Z1, Z3, Z5, Z25, Z27)
+	VPSRLQ $11, Z24, Z24
+	VPSRLQ $11, Z25, Z25
+	VPSUBQ Z13, Z24, Z26 // d = r - (line - lo)
+	VPSUBQ Z14, Z25, Z27
+	VPCMPUQ $1, Z28, Z26, K3 // uint64(d) < w: a hit
+	VPCMPUQ $1, Z28, Z27, K4
+	KORTESTW K3, K4
+	JNZ chit
+
+ccount:
+	VPCMPQ $1, Z15, Z26, K1 // d < lo: below the line
+	VPCMPQ $1, Z15, Z27, K2
+	KMOVW K1, AX
+	POPCNTL AX, AX
+	ADDQ AX, R9
+	KMOVW K2, AX
+	POPCNTL AX, AX
+	ADDQ AX, R9
+	VPSUBQ Z29, Z13, Z13
+	VPSUBQ Z29, Z14, Z14
+	STEP(Z0, Z2, Z4, Z16, Z17, Z18, Z19)
+	STEP(Z1, Z3, Z5, Z20, Z21, Z22, Z23)
+	INCQ R8
+	ADDQ $16, R11
+	JMP cblock
+
+chit:
+	CMPQ R10, R14
+	JGT cdone
+	VPBROADCASTQ R11, Z31
+	VPADDQ Z30, Z31, Z31
+	VPCOMPRESSQ Z24, K3, (R13)(R10*8)
+	VPCOMPRESSQ Z31, K3, (R12)(R10*8)
+	KMOVW K3, AX
+	POPCNTL AX, AX
+	ADDQ AX, R10
+	MOVQ $8, AX
+	VPBROADCASTQ AX, Z16
+	VPADDQ Z16, Z31, Z31
+	VPCOMPRESSQ Z25, K4, (R13)(R10*8)
+	VPCOMPRESSQ Z31, K4, (R12)(R10*8)
+	KMOVW K4, AX
+	POPCNTL AX, AX
+	ADDQ AX, R10
+	JMP ccount
+
+cdone:
+	STORELANES
+	VMOVDQU64 Z13, 0(SI)
+	VMOVDQU64 Z14, 64(SI)
+	MOVQ R9, below+80(FP)
+	MOVQ R8, done+88(FP)
+	MOVQ R10, nHits+96(FP)
+	VZEROUPPER
+	RET

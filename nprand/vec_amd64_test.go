@@ -1,0 +1,212 @@
+package nprand
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+)
+
+// The kernels run only where the CPU has AVX-512 IFMA; elsewhere (and
+// for short runs) the scalar code serves SkipShuffle and CountLine, and
+// the tests of those methods check it against numpy. These tests call
+// both paths directly, so the scalar one is exercised on every CPU.
+
+func needVec(t testing.TB) {
+	t.Helper()
+	if !hasVec {
+		t.Skip("the CPU lacks AVX-512 IFMA: the vector kernels never run here")
+	}
+}
+
+func TestPCGInverse(t *testing.T) {
+	if got := mul128(pcgMult, pcgInv); got != (u128{0, 1}) {
+		t.Fatalf("pcgMult * pcgInv = %#x, want 1", got)
+	}
+	g := New(7)
+	s := g.state
+	g.Uint64()
+	if b := g.before(g.state); b != s {
+		t.Fatalf("before(step(s)) = %#x, want %#x", b, s)
+	}
+}
+
+// TestVecLanes checks the lanes' layout and the output function against
+// scalar draws.
+func TestVecLanes(t *testing.T) {
+	g := New(12345)
+	var st vecState
+	st.init(g)
+	h := *g
+	for k := range 16 {
+		want := h.Uint64()
+		if got := output(st.lane(k)); got != want {
+			t.Fatalf("lane %d: output %#x, want %#x", k, got, want)
+		}
+	}
+}
+
+// skipSizes are shuffle lengths around the kernel's thresholds and band
+// edges, and a few long ones.
+var skipSizes = []int{1, 2, 3, 200, skipVecMin, skipVecMin + 1, 257, 300, 511, 512, 513, 1000, 4095, 4096, 4097, 10_000, 65_537, 1 << 20}
+
+// TestSkipVecMatchesScalar: the vector skip leaves the generator exactly
+// where the scalar loop does (state and buffered half), from fresh and
+// half-used generators, for many seeds and lengths.
+func TestSkipVecMatchesScalar(t *testing.T) {
+	needVec(t)
+	r := rand.New(rand.NewPCG(1, 2))
+	for trial := range 400 {
+		n := skipSizes[trial%len(skipSizes)]
+		if trial >= 2*len(skipSizes) {
+			n = 1 + r.IntN(20_000)
+		}
+		g := New(r.Uint64())
+		if trial%3 == 1 {
+			g.Uint32() // a buffered upper half
+		}
+		for range r.IntN(5) {
+			g.Uint64()
+		}
+		a, b := *g, *g
+		i := a.skipStart(n)
+		b.skipStart(n)
+		if i == 0 {
+			continue
+		}
+		a.skipLoop(i)
+		if i >= skipVecMin {
+			b.skipVector(i)
+		} else if b.skipFast(i) {
+			t.Fatalf("skipFast ran the kernel for i=%d < %d", i, skipVecMin)
+		} else {
+			b.skipLoop(i)
+		}
+		if a != b {
+			t.Fatalf("trial %d, n=%d: vector skip left %+v, scalar %+v", trial, n, b, a)
+		}
+		// The next draws agree too.
+		if x, y := a.Uint32(), b.Uint32(); x != y {
+			t.Fatalf("trial %d, n=%d: next draw %#x vs %#x", trial, n, y, x)
+		}
+	}
+}
+
+// TestSkipVecBands runs the kernel from every i near the band edges
+// (where its blocks switch between the counted and the try-by-try path).
+func TestSkipVecBands(t *testing.T) {
+	needVec(t)
+	for _, edge := range []uint64{256, 512, 1024, 1 << 16, 1 << 22} {
+		for d := range uint64(70) {
+			i := edge - 35 + d
+			if i < skipVecMin || i > 0xffffffff {
+				continue
+			}
+			if edge == 1<<22 && d%10 != 0 {
+				continue // a long run: a few starts suffice
+			}
+			g := New(i ^ 0x9e3779b97f4a7c15)
+			a, b := *g, *g
+			a.skipLoop(i)
+			b.skipVector(i)
+			if a != b {
+				t.Fatalf("i=%d: vector skip left %+v, scalar %+v", i, b, a)
+			}
+		}
+	}
+}
+
+// TestCountLineVecMatchesScalar: the vector CountLine gives the scalar
+// one's count, hits (in order) and final generator, for lines that cross
+// the draws' range at random slopes and hit regions from empty to wide
+// (more hits than one kernel call stores).
+func TestCountLineVecMatchesScalar(t *testing.T) {
+	needVec(t)
+	r := rand.New(rand.NewPCG(3, 4))
+	const full = int64(1) << 53
+	for trial := range 300 {
+		n := lineVecMin + r.IntN(5000)
+		if trial%7 == 0 {
+			n = lineVecMin + trial%17
+		}
+		step := r.Int64N(full/int64(n)+1) - full/int64(4*n)
+		k0 := r.Int64N(2*full) - full/2
+		var lo, hi int64
+		switch trial % 4 {
+		case 0:
+			lo, hi = 0, 0
+		case 1:
+			lo, hi = 1<<20, 1<<20
+		case 2:
+			lo, hi = r.Int64N(full/8), r.Int64N(full/8)
+		case 3:
+			lo, hi = full, full // every draw a hit
+		}
+		g := New(r.Uint64())
+		if trial%2 == 1 {
+			g.Uint32() // CountLine leaves the buffered half alone
+		}
+		a, b := *g, *g
+		na, ha := a.countLineScalar(n, k0, step, lo, hi, nil)
+		nb, hb := b.countLineVector(n, k0, step, lo, hi, []LineHit{{-1, 0}})
+		if na != nb || !slices.Equal(ha, hb[1:]) || a != b {
+			t.Fatalf("trial %d (n=%d k0=%d step=%d lo=%d hi=%d): vector %d below, %d hits, %+v; scalar %d, %d, %+v",
+				trial, n, k0, step, lo, hi, nb, len(hb)-1, b, na, len(ha), a)
+		}
+	}
+}
+
+// BenchmarkSkipKernel measures a skip of one 4096-sample span (the
+// benchmarks' shard) and of a 1M-element shuffle, scalar and vector.
+func BenchmarkSkipKernel(b *testing.B) {
+	for _, n := range []int{256, 512, 1024, 2048, 4096, 1 << 20} {
+		for _, vec := range []bool{false, true} {
+			name := "scalar"
+			if vec {
+				name = "vector"
+			}
+			b.Run(name+"/n="+strconv.Itoa(n), func(b *testing.B) {
+				if vec {
+					needVec(b)
+				}
+				g := New(1)
+				for b.Loop() {
+					i := g.skipStart(n)
+					if vec {
+						g.skipVector(i)
+					} else {
+						g.skipLoop(i)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/element")
+			})
+		}
+	}
+}
+
+// BenchmarkLineKernel measures CountLine over 1M draws, scalar and vector.
+func BenchmarkLineKernel(b *testing.B) {
+	const n = 1 << 20
+	for _, vec := range []bool{false, true} {
+		name := "scalar"
+		if vec {
+			name = "vector"
+		}
+		b.Run(name, func(b *testing.B) {
+			if vec {
+				needVec(b)
+			}
+			g := New(1)
+			var hits []LineHit
+			k0, step := int64(1)<<52, int64(1)<<52/n
+			for b.Loop() {
+				if vec {
+					_, hits = g.countLineVector(n, k0, step, 1<<20, 1<<30, hits[:0])
+				} else {
+					_, hits = g.countLineScalar(n, k0, step, 1<<20, 1<<30, hits[:0])
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/draw")
+		})
+	}
+}

@@ -1,0 +1,11 @@
+//go:build !amd64
+
+package nprand
+
+// skipFast reports false: only amd64 has the vector kernels.
+func (g *Generator) skipFast(uint64) bool { return false }
+
+// countLineFast reports false: only amd64 has the vector kernels.
+func (g *Generator) countLineFast(int, int64, int64, int64, int64, []LineHit) (int, []LineHit, bool) {
+	return 0, nil, false
+}
