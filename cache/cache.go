@@ -161,7 +161,12 @@ type Cache struct {
 	mu       sync.Mutex
 	closed   bool
 	datasets []*Dataset
-	futures  map[*futureReg]struct{}
+	// pending lists the datasets whose registration pass over their
+	// files on disk has not run yet (see settle); settleSoon is set while
+	// settleLater waits to run it.
+	pending    []*Dataset
+	settleSoon bool
+	futures    map[*futureReg]struct{}
 	// wake is closed (and replaced) whenever space may have been freed in
 	// this process: a lease released, a shard evicted, a fetch finished.
 	wake chan struct{}
@@ -301,6 +306,7 @@ func (c *Cache) locked(ctx context.Context, fn func() error) error {
 		return fmt.Errorf("cache %s: %w", c.dir, err)
 	}
 	defer unlock(c.lockFile)
+	c.settle()
 	return fn()
 }
 

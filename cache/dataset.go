@@ -84,6 +84,12 @@ type Dataset struct {
 	// maxFoot is the largest Footprint (the shards never change).
 	maxFoot int64
 
+	// settled (guarded by c.mu) is set once the registration's pass over
+	// the files on disk has run (see settle), with its error in
+	// settleErr.
+	settled   bool
+	settleErr error
+
 	stats counters
 }
 
@@ -99,10 +105,16 @@ type shardState struct {
 	early bool
 }
 
-// Add registers a dataset with the cache and reconciles its files on disk:
-// files whose size differs from the declared one are deleted, and so is a
-// compressed file whose raw form is present unless KeepZip. It does not
-// download anything.
+// Add registers a dataset with the cache. It does not download anything,
+// and it does not read the dataset's directory: the pass that reconciles
+// the files already on disk with the shards (files whose size differs
+// from the declared one are deleted, and so is a compressed file whose
+// raw form is present unless KeepZip) and rebuilds the byte count runs
+// behind the first leases, before anything else that needs the count or
+// changes the directory (see Reconcile). Until then a shard is served
+// only when its files have their declared sizes (checked as each shard is
+// opened), so a restarted job's first batch over a full 40k-shard cache
+// waits for no stat of the other shards' files.
 func (c *Cache) Add(ctx context.Context, src *Source) (*Dataset, error) {
 	s := *src
 	if s.Attempts <= 0 {
@@ -156,31 +168,17 @@ func (c *Cache) Add(ctx context.Context, src *Source) (*Dataset, error) {
 		return nil, fmt.Errorf("cache %s: %w", c.dir, err)
 	}
 	if d.remote {
-		err := c.locked(ctx, func() error {
-			n, err := d.reconcile()
-			if err != nil {
-				return err
+		// The manifest is written now, so that other processes can evict
+		// the dataset's unleased shards from the start; the pass over
+		// the files on disk is left for later (see settle). A restart
+		// finds it in place and so takes no lock: a job whose shards
+		// are cached starts even while another process holds the
+		// directory lock.
+		b := appendManifest(nil, d.src.Dir, d.src.Shards)
+		if !d.manifestCurrent(b) {
+			if err := c.locked(ctx, func() error { return d.writeManifest(b) }); err != nil {
+				return nil, err
 			}
-			if err := d.writeManifest(); err != nil {
-				return err
-			}
-			// The recount: the dataset's directory was summed by
-			// reconcile; the rest of the root is summed here.
-			if d.dir != c.dir {
-				rest, _, err := scanDir(c.dir, true, d.dir, nil)
-				if err != nil {
-					return fmt.Errorf("cache %s: recount: %w", c.dir, err)
-				}
-				n += rest
-			}
-			if err := c.writeUsage(n); err != nil {
-				return err
-			}
-			c.recountDue = false // n is the recount
-			return nil
-		})
-		if err != nil {
-			return nil, err
 		}
 	}
 	c.mu.Lock()
@@ -194,6 +192,16 @@ func (c *Cache) Add(ctx context.Context, src *Source) (*Dataset, error) {
 		}
 	}
 	c.datasets = append(c.datasets, d)
+	if d.remote {
+		c.pending = append(c.pending, d)
+		if !c.settleSoon {
+			c.settleSoon = true
+			c.wg.Add(1)
+			go c.settleLater()
+		}
+	} else {
+		d.settled = true
+	}
 	return d, nil
 }
 

@@ -82,12 +82,19 @@ func (d *Dataset) manifestPath() string {
 	return filepath.Join(d.c.dir, metaDir, manifestDir, fmt.Sprintf("%016x.json", h.Sum64()))
 }
 
-// writeManifest records the dataset's shard files. Call under the
-// directory lock.
-func (d *Dataset) writeManifest() error {
-	b := appendManifest(nil, d.src.Dir, d.src.Shards)
+// manifestCurrent reports whether the dataset's manifest in place is b.
+// Manifests are only ever renamed into place, whole, so it needs no lock.
+func (d *Dataset) manifestCurrent(b []byte) bool {
+	old, err := os.ReadFile(d.manifestPath())
+	return err == nil && string(old) == string(b)
+}
+
+// writeManifest records the dataset's shard files, b (appendManifest),
+// unless the manifest in place is b already. Call under the directory
+// lock.
+func (d *Dataset) writeManifest(b []byte) error {
 	p := d.manifestPath()
-	if old, err := os.ReadFile(p); err == nil && string(old) == string(b) {
+	if d.manifestCurrent(b) {
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(p), d.c.opts.dirMode()); err != nil {

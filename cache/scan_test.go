@@ -71,7 +71,11 @@ func TestOpenAndAddScanTheDirectory(t *testing.T) {
 	write("ds/"+files(1).Raw, 63)                       // short: an interrupted copy
 	write("ds/"+files(2).Zip, int(files(2).ZipBytes)+1) // compressed form of the wrong size
 	write("ds/notes/mine.txt", 5)                       // local-only
-	if _, err := c.Add(ctx, src); err != nil {
+	d, err := c.Add(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for rel, want := range map[string]bool{
