@@ -216,10 +216,10 @@ func (c *counters) snapshot() Stats {
 // Open opens (creating if needed) the cache rooted at dir. The byte count
 // is rebuilt from the directory, deleting temporary files left by dead
 // processes, by the Cache's first use of it under the directory lock
-// (Usage, a fetch's reservation, or registering a dataset, which reads
-// the dataset's directory anyway and so rebuilds it in the same pass:
-// opening a cache and registering a 40k-shard dataset stat each file
-// once, not twice). opts may be nil.
+// (Usage or a fetch's reservation; a dataset registered before then
+// rebuilds it in the pass over its own files, see Add: opening a cache
+// and registering a 40k-shard dataset stat each file once, not twice).
+// opts may be nil.
 func Open(ctx context.Context, dir string, opts *Options) (*Cache, error) {
 	o := opts.withDefaults()
 	abs, err := filepath.Abs(dir)

@@ -62,8 +62,12 @@
 //
 // Open and Add rebuild the state from the directory: complete files are kept
 // after a size check, temporary files whose writer is gone are deleted, and
-// files of a live process are left alone (they are locked). A process killed
-// at any instant leaves a valid cache.
+// files of a live process are left alone (they are locked). Add leaves that
+// pass over a dataset's files behind its first leases: it runs at the start
+// of the next hold of the directory lock (before any reservation or count
+// read) or by itself a second later, and a shard is leased meanwhile only
+// when its files have their declared sizes. A process killed at any instant
+// leaves a valid cache.
 //
 // # Waits
 //

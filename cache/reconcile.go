@@ -101,8 +101,9 @@ func (c *Cache) settle() {
 // Reconcile runs the registration's pass over the dataset's files on disk
 // now if it has not run yet (see Add), and returns its error: a file it
 // could not read or delete. The dataset stays usable after an error (its
-// shards are checked as they are opened); the byte count is then rebuilt
-// by the next reservation.
+// shards are checked as they are opened), and the byte count stays as it
+// was: exact, or, when no recount has run since Open, rebuilt by the next
+// reservation.
 func (d *Dataset) Reconcile(ctx context.Context) error {
 	c := d.c
 	c.mu.Lock()
