@@ -17,8 +17,8 @@ import (
 type behindWrites struct {
 	mu      sync.Mutex
 	pending []*behindWrite
-	// hold, when set (by tests only), is received from before each
-	// write starts.
+	// hold, when set (by tests only), is received from after each
+	// write's reservation, before its bytes are written.
 	hold chan struct{}
 }
 
@@ -29,31 +29,36 @@ type behindWrite struct {
 	err  error // set before done is closed
 }
 
-// WriteFileBehind is WriteFile in the background: it returns at once,
-// and wait returns WriteFile's result once the file is in place (nil also
-// when another process is writing it: ErrBusy). Meanwhile shards may be
-// downloaded and read early (AcquireEarly), but no fetch of this Cache
-// renames a file into place under rel's directory (a dataset's, for its
-// index) before the write has ended, and none does at all after it
-// failed: a crash leaves the file's data and the shards in
+// WriteFileBehind is WriteFile in two steps: it reserves the file's room
+// (waiting for space as WriteFile does) and creates its temporary file,
+// then returns, and the rest (write, sync, rename) runs in the background;
+// wait returns its result once the file is in place (nil also when
+// another process is writing it: ErrBusy). err is the reservation's
+// error, which wait also returns. Meanwhile shards may be downloaded and
+// read early (AcquireEarly), but no fetch of this Cache renames a file
+// into place under rel's directory (a dataset's, for its index) before
+// the write has ended, and none does at all after it (or its
+// reservation) failed: a crash leaves the file's data and the shards in
 // temporary files that a restart discards, never shards in place without
 // the file (an index) they belong to, until a later WriteFileBehind of
-// the same rel takes the failed one's place. The write has WriteFile's
-// wait timeout; Close ends it and waits for it.
+// the same rel takes the failed one's place. Close waits for the
+// background part, which nothing cuts short: with its room reserved
+// before the caller fetches anything, it never waits for room that the
+// caller's own shards hold.
 //
 // A caller that has the file's bytes in memory (a freshly downloaded
 // index) thus starts its first shard's download without waiting for the
 // disk to sync the index.
-func (c *Cache) WriteFileBehind(rel string, data []byte) (wait func() error) {
+func (c *Cache) WriteFileBehind(rel string, data []byte) (wait func() error, err error) {
 	if err := checkRel(rel); err != nil {
 		err = fmt.Errorf("cache %s: %w", c.dir, err)
-		return func() error { return err } // gates nothing
+		return func() error { return err }, err // gates nothing
 	}
 	bw := &behindWrite{rel: rel, dir: filepath.Join(c.dir, filepath.FromSlash(path.Dir(rel))), done: make(chan struct{})}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return func() error { return ErrClosed }
+		return func() error { return ErrClosed }, ErrClosed
 	}
 	c.wg.Add(1)
 	c.mu.Unlock()
@@ -71,13 +76,7 @@ func (c *Cache) WriteFileBehind(rel string, data []byte) (wait func() error) {
 	clear(c.behind.pending[len(kept):])
 	c.behind.pending = append(kept, bw)
 	c.behind.mu.Unlock()
-	hold := c.behind.hold
-	go func() {
-		defer c.wg.Done()
-		if hold != nil {
-			<-hold
-		}
-		err := c.WriteFile(c.bg, rel, data)
+	end := func(err error) {
 		if errors.Is(err, ErrBusy) {
 			err = nil // another process on the node is writing it
 		}
@@ -96,11 +95,26 @@ func (c *Cache) WriteFileBehind(rel string, data []byte) (wait func() error) {
 		}
 		close(bw.done)
 		c.behind.mu.Unlock()
-	}()
-	return func() error {
+	}
+	wait = func() error {
 		<-bw.done
 		return bw.err
 	}
+	w, err := c.reserveFile(c.bg, rel, int64(len(data)))
+	if err != nil {
+		defer c.wg.Done()
+		end(err)
+		return wait, bw.err
+	}
+	hold := c.behind.hold
+	go func() {
+		defer c.wg.Done()
+		if hold != nil {
+			<-hold
+		}
+		end(w.write(c.bg, data))
+	}()
+	return wait, nil
 }
 
 // waitBehind waits until every WriteFileBehind write pending now in a

@@ -30,7 +30,10 @@ func TestWriteFileBehindHoldsCommits(t *testing.T) {
 	hold := make(chan struct{})
 	c.behind.hold = hold
 	index := []byte(`{"version": 2, "shards": []}`)
-	wait := c.WriteFileBehind("ds/index.json", index)
+	wait, err := c.WriteFileBehind("ds/index.json", index)
+	if err != nil {
+		t.Fatal(err)
+	}
 	d, err := c.Add(ctx, &Source{Bucket: mb, Backoff: func(int) time.Duration { return time.Millisecond },
 		Shards: []Shard{{Files: []File{{Raw: "ds/a.mds", RawBytes: int64(len(data))}}},
 			{Files: []File{{Raw: "ds/b.mds", RawBytes: int64(len(data))}}}}})
@@ -90,13 +93,13 @@ func TestWriteFileBehindHoldsCommits(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "other"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.WriteFileBehind("other/index.json", index)(); err == nil {
+	if err := behindResult(c.WriteFileBehind("other/index.json", index)); err == nil {
 		t.Fatal("write under a file: nil error")
 	}
 	if err := c.waitBehind(ctx, filepath.Join(dir, "ds", "a.mds")); err != nil {
 		t.Fatalf("another directory's failed write gates this one's commits: %v", err)
 	}
-	if err := c.WriteFileBehind("ds/../../outside.json", index)(); err == nil {
+	if err := behindResult(c.WriteFileBehind("ds/../../outside.json", index)); err == nil {
 		t.Fatal("write outside the cache: nil error")
 	}
 	if err := c.waitBehind(ctx, filepath.Join(dir, "ds", "a.mds")); err != nil {
@@ -106,7 +109,7 @@ func TestWriteFileBehindHoldsCommits(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "ds", "index.json.part"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.WriteFileBehind("ds/index.json", index)(); err == nil {
+	if err := behindResult(c.WriteFileBehind("ds/index.json", index)); err == nil {
 		t.Fatal("write onto a directory: nil error")
 	}
 	if _, err := d.Acquire(lctx, 1); err == nil {
@@ -119,18 +122,29 @@ func TestWriteFileBehindHoldsCommits(t *testing.T) {
 	}
 }
 
-// TestWriteFileBehindClose: Close ends a write still waiting and waits
-// for it; one asked for after Close fails with ErrClosed.
+// TestWriteFileBehindClose: Close waits for a write whose room was
+// reserved and does not cut it short (the file is in place after it); one
+// asked for after Close fails with ErrClosed.
 func TestWriteFileBehindClose(t *testing.T) {
-	c, err := Open(context.Background(), t.TempDir(), nil)
+	dir := t.TempDir()
+	c, err := Open(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hold := make(chan struct{})
 	c.behind.hold = hold
-	wait := c.WriteFileBehind("ds/index.json", []byte("{}"))
+	wait, err := c.WriteFileBehind("ds/index.json", []byte("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	closed := make(chan error, 1)
 	go func() { closed <- c.Close() }()
+	// Close must not return while the write is held.
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while the write was held", err)
+	case <-time.After(20 * time.Millisecond):
+	}
 	close(hold)
 	select {
 	case err := <-closed:
@@ -140,8 +154,14 @@ func TestWriteFileBehindClose(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("Close did not return within a minute")
 	}
-	wait() // ended, whatever its result
-	if err := c.WriteFileBehind("ds/x.json", []byte("{}"))(); !errors.Is(err, ErrClosed) {
+	// The write was reserved before Close: Close let it finish.
+	if err := wait(); err != nil {
+		t.Fatalf("write reserved before Close: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "ds", "index.json")); err != nil || string(b) != "{}" {
+		t.Fatalf("index after Close: %q, %v; want it in place", b, err)
+	}
+	if err := behindResult(c.WriteFileBehind("ds/x.json", []byte("{}"))); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: %v, want ErrClosed", err)
 	}
 }
@@ -164,7 +184,7 @@ func TestWriteFileBehindRetryAfterFailure(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "ds", "index.json.part"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.WriteFileBehind("ds/index.json", index)(); err == nil {
+	if err := behindResult(c.WriteFileBehind("ds/index.json", index)); err == nil {
 		t.Fatal("write onto a directory: nil error")
 	}
 	d, err := c.Add(ctx, &Source{Bucket: mb, Backoff: func(int) time.Duration { return time.Millisecond },
@@ -182,7 +202,7 @@ func TestWriteFileBehindRetryAfterFailure(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "ds", "index.json.part")); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.WriteFileBehind("ds/index.json", index)(); err != nil {
+	if err := behindResult(c.WriteFileBehind("ds/index.json", index)); err != nil {
 		t.Fatalf("second index write: %v", err)
 	}
 	if err := c.WaitWrite(ctx, "ds/index.json"); err != nil {
@@ -195,5 +215,52 @@ func TestWriteFileBehindRetryAfterFailure(t *testing.T) {
 	l.Release()
 	if !d.Present(1) {
 		t.Fatal("shard not in place after the index was written again")
+	}
+}
+
+// behindResult waits for a WriteFileBehind write and returns its result.
+func behindResult(wait func() error, _ error) error { return wait() }
+
+// TestWriteFileBehindReservesFirst: WriteFileBehind returns with the
+// file's room reserved (the write itself held), so that under a tight
+// limit the caller's shards, fetched next, cannot take the room the index
+// needs (the write would wait for room held by shards whose commits wait
+// for it); a file larger than the limit fails at once, naming the limit,
+// and gates the commits under its directory like a failed write.
+func TestWriteFileBehindReservesFirst(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c, err := Open(ctx, dir, &Options{Limit: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	hold := make(chan struct{})
+	c.behind.hold = hold
+	index := bytes.Repeat([]byte("i"), 3000)
+	wait, err := c.WriteFileBehind("ds/index.json", index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, err := c.Usage(ctx); err != nil || u < int64(len(index)) {
+		close(hold)
+		t.Fatalf("usage %d (%v) right after WriteFileBehind, want the index's %d bytes reserved", u, err, len(index))
+	}
+	close(hold)
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	c.behind.hold = nil
+	big := bytes.Repeat([]byte("j"), 5000)
+	wait, err = c.WriteFileBehind("ds2/index.json", big)
+	var le *LimitError
+	if !errors.As(err, &le) {
+		t.Fatalf("a file over the limit: %v, want a *LimitError", err)
+	}
+	if werr := wait(); werr == nil || werr.Error() != err.Error() {
+		t.Fatalf("wait after a failed reservation: %v, want %v", werr, err)
+	}
+	if err := c.waitBehind(ctx, filepath.Join(dir, "ds2", "a.mds")); err == nil {
+		t.Fatal("a failed reservation gates no commits")
 	}
 }

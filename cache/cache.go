@@ -425,14 +425,33 @@ func FormatBytes(n int64) string {
 // atomically, counting it against the limit like any shard file (it waits
 // for space, evicting as needed). The file is never evicted by the cache.
 func (c *Cache) WriteFile(ctx context.Context, rel string, data []byte) error {
+	w, err := c.reserveFile(ctx, rel, int64(len(data)))
+	if err != nil {
+		return err
+	}
+	return w.write(ctx, data)
+}
+
+// reservedFile is a WriteFile whose room is reserved and whose temporary
+// file is created and locked: what is left (write, sync, rename) waits for
+// nothing but the disk and the directory lock.
+type reservedFile struct {
+	c *Cache
+	p string // the final path
+	n int64
+	f *os.File
+}
+
+// reserveFile takes WriteFile's first step for n bytes at rel: the
+// reservation, waiting for space as WriteFile does.
+func (c *Cache) reserveFile(ctx context.Context, rel string, n int64) (*reservedFile, error) {
 	if err := checkRel(rel); err != nil {
-		return fmt.Errorf("cache %s: %w", c.dir, err)
+		return nil, fmt.Errorf("cache %s: %w", c.dir, err)
 	}
 	p := filepath.Join(c.dir, filepath.FromSlash(rel))
 	if err := os.MkdirAll(filepath.Dir(p), c.opts.dirMode()); err != nil {
-		return fmt.Errorf("cache %s: %w", c.dir, err)
+		return nil, fmt.Errorf("cache %s: %w", c.dir, err)
 	}
-	n := int64(len(data))
 	var f *os.File
 	wctx, cancel := context.WithTimeout(ctx, c.opts.WaitTimeout)
 	defer cancel()
@@ -460,9 +479,17 @@ func (c *Cache) WriteFile(ctx context.Context, rel string, data []byte) error {
 		return c.addUsage(0)
 	})
 	if err != nil {
-		return fmt.Errorf("cache: write %s: %w", p, err)
+		return nil, fmt.Errorf("cache: write %s: %w", p, err)
 	}
-	_, err = f.WriteAt(data, 0)
+	return &reservedFile{c: c, p: p, n: n, f: f}, nil
+}
+
+// write writes data (the reserved size) into the temporary file, syncs it
+// and renames it into place, or removes it and returns its reservation.
+// ctx's end does not cut it short.
+func (w *reservedFile) write(ctx context.Context, data []byte) error {
+	c, p, f := w.c, w.p, w.f
+	_, err := f.WriteAt(data, 0)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -480,7 +507,7 @@ func (c *Cache) WriteFile(ctx context.Context, rel string, data []byte) error {
 	if err != nil {
 		_ = c.locked(context.WithoutCancel(ctx), func() error {
 			os.Remove(p + partSuffix)
-			return c.addUsage(-n)
+			return c.addUsage(-w.n)
 		})
 	}
 	f.Close()

@@ -333,7 +333,7 @@ func (d *Dataset) openStream(ctx context.Context, o *Options, s Stream) (*stream
 	}
 	st.bucket = b
 	st.dir = filepath.Join(d.cache.Dir(), filepath.FromSlash(rel))
-	n, err := d.loadIndex(ctx, st, rel)
+	n, cacheIndex, err := d.loadIndex(ctx, st, rel)
 	if err != nil {
 		return nil, err
 	}
@@ -366,6 +366,11 @@ func (d *Dataset) openStream(ctx context.Context, o *Options, s Stream) (*stream
 	st.cds, err = d.cache.Add(ctx, src)
 	if err != nil {
 		return nil, fmt.Errorf("stream: %w", err)
+	}
+	if cacheIndex != nil {
+		if err := cacheIndex(); err != nil {
+			return nil, err
+		}
 	}
 	return st, nil
 }
@@ -409,17 +414,18 @@ func (d *Dataset) streamRel(o *Options, s Stream) (string, error) {
 }
 
 // loadIndex reads a remote stream's index into st: the cached copy when
-// there is one (as MosaicML does, even if stale), else downloaded and
-// cached. It returns the index's size in the cache (-1 for a tar
-// dataset's). A cached index.json is parsed as it is read, never held
+// there is one (as MosaicML does, even if stale), else downloaded. It
+// returns the index's size in the cache (-1 for a tar dataset's) and, for
+// a downloaded index, cacheIndex, which puts it into the cache: call it
+// once the stream is registered with the cache, before any of its shards
+// is fetched. A cached index.json is parsed as it is read, never held
 // whole.
-func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (int64, error) {
+func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (size int64, cacheIndex func() error, err error) {
 	local := filepath.Join(st.dir, format.IndexFile)
 	// An earlier Open in this process may be writing it (WriteFileBehind):
 	// find it in place then. A failed write: download it again below.
 	_ = d.cache.WaitWrite(ctx, filepath.ToSlash(filepath.Join(rel, format.IndexFile)))
 	var b []byte
-	var err error
 	if st.tar != nil {
 		b, err = os.ReadFile(local)
 	} else {
@@ -428,11 +434,11 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (i
 	if errors.Is(err, fs.ErrNotExist) {
 		b, err = readStreamIndex(ctx, capIndex(st.bucket, d.opts.MaxIndexBytes), st.tar)
 		if err != nil {
-			return 0, fmt.Errorf("stream: read index: %w", err)
+			return 0, nil, fmt.Errorf("stream: read index: %w", err)
 		}
 		idx, err := parseIndex(st.bucket.URL(format.IndexFile), b)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		// Fail before caching anything when the limit cannot hold the
 		// index plus one shard leased and one being fetched.
@@ -459,7 +465,7 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (i
 				foot = max(foot, n)
 			}
 			if need := int64(len(b)) + 2*foot; need > lim {
-				return 0, fmt.Errorf("stream: %w", &cache.LimitError{Dir: d.cache.Dir(), Limit: lim, Min: need,
+				return 0, nil, fmt.Errorf("stream: %w", &cache.LimitError{Dir: d.cache.Dir(), Limit: lim, Min: need,
 					Reason: fmt.Sprintf("the index (%d bytes) plus one leased shard and one being fetched, of up to %d bytes each", len(b), foot)})
 			}
 		}
@@ -480,65 +486,68 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (i
 				stated <- info
 			}
 		}()
-		// The index goes into the cache behind the first downloads: the
-		// cache renames no shard into place before the index is (synced
-		// and renamed), and none if its write fails, so a crash leaves no
+		// The index goes into the cache behind the first downloads: its
+		// room is reserved before any of its shards is fetched (so that
+		// under a tight limit it never waits for room held by early
+		// shards whose commits wait for it), and the write, sync and
+		// rename run in the background, which nothing cuts short (Close
+		// waits for them). The cache renames no shard into place before
+		// the index is, and none if its write fails, so a crash leaves no
 		// shard without its index, while the first shard's download and
-		// early read need not wait for the index's sync (COLD: 3-9 ms of
-		// a ~10 ms time to first sample at load 11).
-		wait := d.cache.WriteFileBehind(filepath.ToSlash(filepath.Join(rel, format.IndexFile)), b)
-		st.indexWritten = wait
-		// But Open waits for it: a write left behind competed with the
-		// first shards for space under a tight cache limit (shards leased
-		// early, the index waiting for room they held: a 10-minute stall
-		// in TestRanksGetExactlyTheirPlan), and a short run's Close could
-		// end it before the index was in place (the next run downloaded
-		// everything again: TestBenchTorchModel).
-		if err := wait(); err != nil {
-			return 0, fmt.Errorf("stream: caching %s: %w", format.IndexFile, err)
+		// early read need not wait for the index's sync (1.8 ms of a
+		// ~11 ms time to first sample). It starts after the stream's
+		// registration, whose manifest sync would wait for it.
+		cacheIndex = func() error {
+			wait, err := d.cache.WriteFileBehind(filepath.ToSlash(filepath.Join(rel, format.IndexFile)), b)
+			if err != nil {
+				return fmt.Errorf("stream: caching %s: %w", format.IndexFile, err)
+			}
+			st.indexWritten = wait
+			d.bg.Add(1)
+			go func() {
+				defer d.bg.Done()
+				err := wait()
+				info, ok := <-stated
+				if err != nil || !ok {
+					return
+				}
+				stampIndex(local, info)
+				if info.ETag != "" && st.tar == nil {
+					// Best effort, as the mtime: without it the size and
+					// time decide. Not cut short by the end of Open's
+					// context.
+					wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+					defer cancel()
+					_ = d.cache.WriteFile(wctx, filepath.ToSlash(filepath.Join(rel, format.IndexFile+indexETagSuffix)), []byte(info.ETag))
+				}
+			}()
+			return nil
 		}
-		d.bg.Add(1)
-		go func() {
-			defer d.bg.Done()
-			err := wait()
-			info, ok := <-stated
-			if err != nil || !ok {
-				return
-			}
-			stampIndex(local, info)
-			if info.ETag != "" && st.tar == nil {
-				// Best effort, as the mtime: without it the size and time
-				// decide. Not cut short by the end of Open's context.
-				wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-				defer cancel()
-				_ = d.cache.WriteFile(wctx, filepath.ToSlash(filepath.Join(rel, format.IndexFile+indexETagSuffix)), []byte(info.ETag))
-			}
-		}()
 		st.setCompact(idx)
-		return int64(len(b)), nil
+		return int64(len(b)), cacheIndex, nil
 	} else if err != nil {
-		return 0, fmt.Errorf("stream: %w", err)
+		return 0, nil, fmt.Errorf("stream: %w", err)
 	} else if st.tar != nil {
 		// The cached index is a selection of the store's (or built).
 		if err := checkTarIndexFresh(ctx, st.bucket, local, b, st.tar); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		idx, err := parseIndex(local, b)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		st.setCompact(idx)
-		return int64(len(b)), nil
+		return int64(len(b)), nil, nil
 	}
 	if err := checkIndexFresh(ctx, st.bucket, local); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	idx, size, err := readIndexFile(local)
+	idx, n, err := readIndexFile(local)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	st.setCompact(idx)
-	return size, nil
+	return n, nil, nil
 }
 
 // parseIndex parses an index.json named name (its URL or path, for
