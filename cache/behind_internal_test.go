@@ -264,3 +264,59 @@ func TestWriteFileBehindReservesFirst(t *testing.T) {
 		t.Fatal("a failed reservation gates no commits")
 	}
 }
+
+// TestCloseDuringIndexWriteKeepsShards: a shard downloaded and read early
+// while its index's write is still going (held here) is committed when a
+// Close comes meanwhile, not discarded: Close lets the index's write end
+// and the shard's commit follow it, so the next run finds both in place.
+func TestCloseDuringIndexWriteKeepsShards(t *testing.T) {
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("sluice-close-"), 3000)
+	mb := memWith(t, data, "ds/a.mds")
+	dir := t.TempDir()
+	c, err := Open(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	c.behind.hold = hold
+	index := []byte(`{"version": 2, "shards": []}`)
+	if _, err := c.WriteFileBehind("ds/index.json", index); err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.Add(ctx, &Source{Bucket: mb, Backoff: func(int) time.Duration { return time.Millisecond },
+		Shards: []Shard{{Files: []File{{Raw: "ds/a.mds", RawBytes: int64(len(data))}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	l, err := d.AcquireEarly(lctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(l.ReadPath(0)); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("early read: %d bytes, %v", len(got), err)
+	}
+	l.Release()
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	// Give Close time to cancel the background work before the write
+	// goes on (its commit must not be cut short by that).
+	time.Sleep(20 * time.Millisecond)
+	close(hold)
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Close did not return within a minute")
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "ds", "index.json")); err != nil || !bytes.Equal(b, index) {
+		t.Fatalf("index after Close: %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "ds", "a.mds")); err != nil || !bytes.Equal(b, data) {
+		t.Fatalf("shard after Close: %d bytes, %v; want it committed", len(b), err)
+	}
+}

@@ -313,8 +313,11 @@ func (d *Dataset) commit(p *part, keep bool) error {
 	if err := p.f.Sync(); err != nil {
 		return fmt.Errorf("cache: sync %s: %w", d.where(p.rel), err)
 	}
-	// Not in place before the index it belongs to (WriteFileBehind).
-	if err := d.c.waitBehind(d.c.bg, d.path(p.rel)); err != nil {
+	// Not in place before the index it belongs to (WriteFileBehind). Not
+	// cut short by Close, which waits for that write (its room is
+	// reserved: it ends), so that a shard read early is not discarded by
+	// a Close that came during the index's sync.
+	if err := d.c.waitBehind(context.WithoutCancel(d.c.bg), d.path(p.rel)); err != nil {
 		return fmt.Errorf("cache: commit %s: waiting for the files it belongs to: %w", d.where(p.rel), err)
 	}
 	err := d.c.locked(context.Background(), func() error {
