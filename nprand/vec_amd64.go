@@ -84,11 +84,14 @@ func output(s u128) uint64 {
 // with the draws of st's lanes, 32 tries (16 draws) at a time, and
 // returns the try of the last block at which i reached 0 (even: the
 // lower half of its draw, leaving the upper half unused), leaving st's
-// lanes at that block. A block whose tries all lie in one band is
-// counted without a sequential chain: try t is certainly accepted when
-// its value is <= i - t and certainly rejected when it is > i, and the
-// rare tries between are resolved in order; blocks that cross a band
-// (or lie in the last, small bands) run try by try.
+// lanes at that block. A block whose tries all lie in one band (of at
+// least 64 values) is counted in two halves of 16 tries without a
+// sequential chain: try t of a half is certainly accepted when its value
+// is <= i - t and certainly rejected when it is > i, and the rare tries
+// between are resolved in order. Blocks that cross a band, or lie in the
+// last, small bands, run try by try. (Halves of 16 measured about 20%
+// faster than whole blocks of 32 on a 4096-sample span: half as many
+// undecided tries.)
 //
 //go:noescape
 func skipVec(st *vecState, i, mask uint64) (t uint64)

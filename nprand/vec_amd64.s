@@ -95,6 +95,41 @@ DATA iota64<>+48(SB)/8, $6
 DATA iota64<>+56(SB)/8, $7
 GLOBL iota64<>(SB), RODATA|NOPTR, $64
 
+// HALF counts 16 tries (the dwords of x) of a block on the fast path:
+// try t is certainly accepted when its value v is <= i - t and certainly
+// rejected when v > i; the tries between are resolved in order (try t
+// is accepted iff v <= i - the tries accepted before it), without
+// branches on the outcome. Then i -= the accepted tries. v and off: a
+// scratch register and the stack offset for the values.
+#define HALF(x, v, off, rl, rn) \
+	VPANDD Z15, x, v \
+	VPBROADCASTD SI, Z28 \
+	VPSUBD Z13, Z28, Z26 \
+	VPCMPUD $2, Z26, v, K1 \
+	VPCMPUD $2, Z28, v, K3 \
+	KMOVW K1, AX \
+	KMOVW K3, CX \
+	XORQ AX, CX \
+	JZ rn \
+	VMOVDQU32 v, off(SP) \
+rl: \
+	TZCNTQ CX, R8 \
+	MOVL off(SP)(R8*4), R9 \
+	BLSMSKQ CX, R10 \
+	ANDQ AX, R10 \
+	POPCNTQ R10, R10 \
+	MOVQ SI, R11 \
+	SUBQ R10, R11 \
+	MOVQ AX, R10 \
+	BTSQ R8, R10 \
+	CMPQ R9, R11 \
+	CMOVQLS R10, AX \
+	BLSRQ CX, CX \
+	JNZ rl \
+rn: \
+	POPCNTQ AX, AX \
+	SUBQ AX, SI
+
 // func skipVec(st *vecState, i, mask uint64) (t uint64)
 //
 // SI = i, DX = mask, R12 = floor = (mask+1)/2. The 32 tries of a block
@@ -114,62 +149,20 @@ TEXT ·skipVec(SB), NOSPLIT, $128-32
 sblock:
 	OUT(Z0, Z2, Z4, Z24, Z26)
 	OUT(Z1, Z3, Z5, Z25, Z27)
-	// Fast path: a wide band (mask >= 127) and i - 32 still in it.
+	// Fast path: a wide band and i - 32 still in it. Each half (16
+	// tries) is counted against the i left by the one before it.
 	CMPQ DX, $127
 	JB sslow
 	LEAQ 32(R12), AX
 	CMPQ SI, AX
 	JB sslow
-	VPANDD Z15, Z24, Z29
-	VPANDD Z15, Z25, Z30
-	VPBROADCASTD SI, Z28
-	VPSUBD Z13, Z28, Z26
-	VPSUBD Z14, Z28, Z27
-	VPCMPUD $2, Z26, Z29, K1 // v <= i - t: accepted
-	VPCMPUD $2, Z27, Z30, K2
-	VPCMPUD $2, Z28, Z29, K3 // v <= i: accepted or undecided
-	VPCMPUD $2, Z28, Z30, K4
-	KMOVW K1, AX
-	KMOVW K2, BX
-	SHLQ $16, BX
-	ORQ BX, AX
-	KMOVW K3, CX
-	KMOVW K4, BX
-	SHLQ $16, BX
-	ORQ BX, CX
-	XORQ AX, CX // undecided tries
-	JNZ sresolve
-
-saccept:
-	POPCNTQ AX, AX
-	SUBQ AX, SI
+	HALF(Z24, Z29, 0, sra, srna)
+	HALF(Z25, Z30, 64, srb, srnb)
 
 snext:
 	STEP(Z0, Z2, Z4, Z16, Z17, Z18, Z19)
 	STEP(Z1, Z3, Z5, Z20, Z21, Z22, Z23)
 	JMP sblock
-
-sresolve:
-	// In order: try t is accepted iff v <= i - (accepted tries before t).
-	VMOVDQU32 Z29, 0(SP)
-	VMOVDQU32 Z30, 64(SP)
-
-srloop:
-	TZCNTQ CX, R8
-	MOVL (SP)(R8*4), R9
-	BLSMSKQ CX, R10
-	ANDQ AX, R10 // accepted tries before t (bit t of AX is clear)
-	POPCNTQ R10, R10
-	MOVQ SI, R11
-	SUBQ R10, R11
-	CMPQ R9, R11
-	JHI srnext
-	BTSQ R8, AX
-
-srnext:
-	BLSRQ CX, CX
-	JNZ srloop
-	JMP saccept
 
 sslow:
 	// Try by try, with the band's mask halving as i falls below floor.
