@@ -49,7 +49,7 @@ func (e *py1e) countKeep(c int, x0, x1 float64, kept []jPos) (int64, []jPos) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			parts[p].n, parts[p].kept = e.countSpans(a, b, ns, x0, x1, nil)
+			parts[p].n, parts[p].kept = e.countSpans(a, b, ns, x0, x1, make([]jPos, 0, cap(kept)/par+64))
 		}()
 	}
 	wg.Wait()

@@ -102,7 +102,8 @@ func (e *py1e) sparseSel(c int, lo, hi int64) ([]jPos, bool) {
 		wlo, whi = lo, hi // the tests' forced retries
 	}
 	x0, x1 := e.expectedPos(c, float64(wlo-d)), e.expectedPos(c, float64(whi+d))
-	var kept []jPos
+	// The kept inputs are about one per position of [x0, x1).
+	kept := make([]jPos, 0, int(x1-x0)+int(x1-x0)/8+64)
 	for range 3 {
 		var below int64
 		below, kept = e.countKeep(c, x0, x1, kept[:0])
@@ -136,6 +137,23 @@ func (e *py1e) expectedPos(c int, r float64) float64 {
 	}
 	mm := float64((e.margin[c] - 2) / 2)
 	lo, hi := r-mm-2, r+mm+2
+	// Newton steps with slope 1 first: inputs lie about one per position,
+	// so away from the edges one or two steps land within a quarter of
+	// r; each step also narrows the bisection's bracket (the expectation
+	// increases in x), which finishes the rest.
+	x := r
+	for range 4 {
+		f := e.expectedBelow(c, x)
+		if math.Abs(f-r) <= 0.25 {
+			return x
+		}
+		if f < r {
+			lo = max(lo, x)
+		} else {
+			hi = min(hi, x)
+		}
+		x = min(max(x-(f-r), lo), hi)
+	}
 	for hi-lo > 0.5 {
 		mid := (lo + hi) / 2
 		if e.expectedBelow(c, mid) < r {
