@@ -174,8 +174,8 @@ func (c *Cache) Add(ctx context.Context, src *Source) (*Dataset, error) {
 		// finds it in place and so takes no lock: a job whose shards
 		// are cached starts even while another process holds the
 		// directory lock.
-		b := appendManifest(nil, d.src.Dir, d.src.Shards)
-		if !d.manifestCurrent(b) {
+		if !d.manifestCurrent() {
+			b := appendManifest(nil, d.src.Dir, d.src.Shards)
 			if err := c.locked(ctx, func() error { return d.writeManifest(b) }); err != nil {
 				return nil, err
 			}

@@ -30,35 +30,66 @@ const manifestDir = "datasets"
 // json.Marshal writes a manifest, byte for byte, without building one (a
 // 40k-shard dataset's is a few MB of JSON).
 func appendManifest(dst []byte, dir string, shards []Shard) []byte {
-	dst = append(dst, `{"dir":`...)
-	dst = appendJSONString(dst, dir)
-	dst = append(dst, `,"shards":`...)
+	encodeManifest(dir, shards, func(b []byte) bool {
+		dst = append(dst, b...)
+		return true
+	})
+	return dst
+}
+
+// manifestIs reports whether old is the manifest appendManifest writes
+// for dir and shards, without building it: a restart compares a 40k-shard
+// dataset's manifest in place at the cost of one read of it.
+func manifestIs(old []byte, dir string, shards []Shard) bool {
+	return encodeManifest(dir, shards, func(b []byte) bool {
+		if len(old) < len(b) || string(old[:len(b)]) != string(b) {
+			return false
+		}
+		old = old[len(b):]
+		return true
+	}) && len(old) == 0
+}
+
+// encodeManifest passes the manifest of appendManifest to emit in pieces
+// (about one per shard, in a buffer emit must not keep) until emit returns
+// false, and reports whether it never did.
+func encodeManifest(dir string, shards []Shard, emit func([]byte) bool) bool {
+	buf := make([]byte, 0, 512)
+	buf = append(buf, `{"dir":`...)
+	buf = appendJSONString(buf, dir)
+	buf = append(buf, `,"shards":`...)
 	if len(shards) == 0 {
-		return append(dst, "null}"...)
+		return emit(append(buf, "null}"...))
 	}
-	dst = append(dst, '[')
+	buf = append(buf, '[')
 	for i, sh := range shards {
 		if i > 0 {
-			dst = append(dst, ',')
+			buf = append(buf, ',')
 		}
 		if len(sh.Files) == 0 {
-			dst = append(dst, "null"...)
-			continue
-		}
-		dst = append(dst, '[')
-		for j, f := range sh.Files {
-			if j > 0 {
-				dst = append(dst, ',')
+			buf = append(buf, "null"...)
+		} else {
+			buf = append(buf, '[')
+			for j, f := range sh.Files {
+				if j > 0 {
+					buf = append(buf, ',')
+				}
+				buf = append(buf, '[')
+				buf = appendJSONString(buf, f.Raw)
+				buf = append(buf, ',')
+				buf = appendJSONString(buf, f.Zip)
+				buf = append(buf, ']')
 			}
-			dst = append(dst, '[')
-			dst = appendJSONString(dst, f.Raw)
-			dst = append(dst, ',')
-			dst = appendJSONString(dst, f.Zip)
-			dst = append(dst, ']')
+			buf = append(buf, ']')
 		}
-		dst = append(dst, ']')
+		if len(buf) >= 256 {
+			if !emit(buf) {
+				return false
+			}
+			buf = buf[:0]
+		}
 	}
-	return append(dst, "]}"...)
+	return emit(append(buf, "]}"...))
 }
 
 // appendJSONString appends s as json.Marshal writes a string: printable
@@ -82,11 +113,12 @@ func (d *Dataset) manifestPath() string {
 	return filepath.Join(d.c.dir, metaDir, manifestDir, fmt.Sprintf("%016x.json", h.Sum64()))
 }
 
-// manifestCurrent reports whether the dataset's manifest in place is b.
-// Manifests are only ever renamed into place, whole, so it needs no lock.
-func (d *Dataset) manifestCurrent(b []byte) bool {
+// manifestCurrent reports whether the dataset's manifest in place is the
+// one appendManifest writes for it. Manifests are only ever renamed into
+// place, whole, so it needs no lock.
+func (d *Dataset) manifestCurrent() bool {
 	old, err := os.ReadFile(d.manifestPath())
-	return err == nil && string(old) == string(b)
+	return err == nil && manifestIs(old, d.src.Dir, d.src.Shards)
 }
 
 // writeManifest records the dataset's shard files, b (appendManifest),
@@ -94,8 +126,8 @@ func (d *Dataset) manifestCurrent(b []byte) bool {
 // lock.
 func (d *Dataset) writeManifest(b []byte) error {
 	p := d.manifestPath()
-	if d.manifestCurrent(b) {
-		return nil
+	if old, err := os.ReadFile(p); err == nil && string(old) == string(b) {
+		return nil // written meanwhile
 	}
 	if err := os.MkdirAll(filepath.Dir(p), d.c.opts.dirMode()); err != nil {
 		return fmt.Errorf("cache: %w", err)
