@@ -130,6 +130,44 @@ rn: \
 	POPCNTQ AX, AX \
 	SUBQ AX, SI
 
+// SLOWHALF makes the 16 tries of a half block (x; tries from..to-1 of
+// the block) one by one, the band's mask halving as i falls below floor,
+// and jumps to sdone (R8 = the try) when i reaches 0.
+#define SLOWHALF(x, off, from, to, lp, nx) \
+	VMOVDQU64 x, off(SP) \
+	MOVQ from, R8 \
+lp: \
+	MOVL (SP)(R8*4), R9 \
+	ANDQ DX, R9 \
+	CMPQ SI, R9 \
+	ADCQ $-1, SI \
+	CMPQ SI, R12 \
+	JAE nx \
+	TESTQ SI, SI \
+	JZ sdone \
+	SHRQ $1, DX \
+	SHRQ $1, R12 \
+nx: \
+	INCQ R8 \
+	CMPQ R8, to \
+	JB lp \
+	VPBROADCASTD DX, Z15
+
+// SELHALF makes a half block's tries: counted (HALF) when the band is
+// wide (mask >= 127) and i - 16 is still in it (i >= floor + 16),
+// else one by one (SLOWHALF).
+#define SELHALF(x, v, off, from, to, fl, sl, lp, rl, rn, nx) \
+	CMPQ DX, $127 \
+	JB sl \
+	LEAQ 16(R12), AX \
+	CMPQ SI, AX \
+	JB sl \
+	HALF(x, v, off, rl, rn) \
+	JMP fl \
+sl: \
+	SLOWHALF(x, off, from, to, lp, nx) \
+fl:
+
 // func skipVec(st *vecState, i, mask uint64) (t uint64)
 //
 // SI = i, DX = mask, R12 = floor = (mask+1)/2. The 32 tries of a block
@@ -143,51 +181,16 @@ TEXT ·skipVec(SB), NOSPLIT, $128-32
 	LEAQ 1(DX), R12
 	SHRQ $1, R12
 	VMOVDQU32 iota32<>+0(SB), Z13
-	VMOVDQU32 iota32<>+64(SB), Z14
 	VPBROADCASTD DX, Z15
 
 sblock:
 	OUT(Z0, Z2, Z4, Z24, Z26)
 	OUT(Z1, Z3, Z5, Z25, Z27)
-	// Fast path: a wide band and i - 32 still in it. Each half (16
-	// tries) is counted against the i left by the one before it.
-	CMPQ DX, $127
-	JB sslow
-	LEAQ 32(R12), AX
-	CMPQ SI, AX
-	JB sslow
-	HALF(Z24, Z29, 0, sra, srna)
-	HALF(Z25, Z30, 64, srb, srnb)
-
-snext:
+	SELHALF(Z24, Z29, 0, $0, $16, sfa, ssa, sla, sra, srna, sxa)
+	SELHALF(Z25, Z30, 64, $16, $32, sfb, ssb, slb, srb, srnb, sxb)
 	STEP(Z0, Z2, Z4, Z16, Z17, Z18, Z19)
 	STEP(Z1, Z3, Z5, Z20, Z21, Z22, Z23)
 	JMP sblock
-
-sslow:
-	// Try by try, with the band's mask halving as i falls below floor.
-	VMOVDQU64 Z24, 0(SP)
-	VMOVDQU64 Z25, 64(SP)
-	XORQ R8, R8
-
-ssloop:
-	MOVL (SP)(R8*4), R9
-	ANDQ DX, R9
-	CMPQ SI, R9  // CF: i < v, rejected
-	ADCQ $-1, SI // i -= accepted
-	CMPQ SI, R12
-	JAE ssnext
-	TESTQ SI, SI
-	JZ sdone
-	SHRQ $1, DX
-	SHRQ $1, R12
-
-ssnext:
-	INCQ R8
-	CMPQ R8, $32
-	JB ssloop
-	VPBROADCASTD DX, Z15
-	JMP snext
 
 sdone:
 	STORELANES
