@@ -45,6 +45,12 @@ var errNoRoom = errors.New("no room")
 // appear atomically with the count). A demand reservation waits for space
 // up to ctx's deadline; a prefetch fails with ErrNoSpace at once.
 func (c *Cache) reserve(ctx context.Context, n, distance int64, demand bool, d *Dataset, shard int, create func() error) error {
+	return c.reserveWait(ctx, n, distance, demand, true, d, shard, create)
+}
+
+// reserveWait is reserve; a demand reservation without wait that finds no
+// room returns errNoRoom instead of waiting.
+func (c *Cache) reserveWait(ctx context.Context, n, distance int64, demand, wait bool, d *Dataset, shard int, create func() error) error {
 	lim := c.opts.Limit
 	if lim > 0 && n > lim {
 		return &LimitError{Dir: c.dir, Limit: lim, Min: n, Reason: fmt.Sprintf("%d bytes must be held at once (a shard's raw and compressed forms, or an index file)", n)}
@@ -118,6 +124,9 @@ func (c *Cache) reserve(ctx context.Context, n, distance int64, demand bool, d *
 			}
 			c.mu.Unlock()
 			return fmt.Errorf("%w: prefetch needs %d bytes, %d of %d in use by shards needed sooner", ErrNoSpace, n, usage, lim)
+		}
+		if !wait {
+			return errNoRoom
 		}
 		if werr := bo.wait(ctx, wake); werr != nil {
 			return fmt.Errorf("%w: waited for %d bytes while %d of the %d-byte limit stayed leased or in flight: %w",

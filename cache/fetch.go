@@ -79,91 +79,36 @@ func (d *Dataset) exists(rel string, size int64) (bool, error) {
 	return fi.Size() == size, nil
 }
 
-// fetch makes shard complete on disk. It runs on a flight goroutine.
+// fetch makes shard complete on disk. It runs on a flight goroutine,
+// taking what a (the admission Dataset.start began on the caller's
+// goroutine; nil: none) does not hold yet: the shard's fetch lock, then
+// the reservation of its temporary files.
 // When it writes every raw file of the shard, it calls ready (if not nil)
 // with their temporary paths once their bytes are complete and verified,
 // before syncing and renaming them.
 //
 // On success with the shard's fetch lock held, it pins the shard for fl's
 // waiters (see pin) before letting go of that lock.
-func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand bool, fl *flight, ready func(paths []string)) (err error) {
+func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand bool, fl *flight, a *admission, ready func(paths []string)) (err error) {
 	files := d.src.Shards[shard].Files
-	steps, err := d.plan(shard)
-	if err != nil || len(steps) == 0 {
-		return err
+	if a == nil {
+		a = &admission{}
 	}
 	// Cross-process single flight: one fetcher per shard per node.
-	lf, err := os.OpenFile(d.lockPath(shard), os.O_RDWR|os.O_CREATE, d.c.opts.fileMode())
-	if err != nil {
-		return fmt.Errorf("cache: fetch %s: %w", d.where(files[0].Raw), err)
-	}
-	defer lf.Close()
-	// Runs before lf.Close: no other process evicts the shard until then.
+	defer a.close()
+	// Runs before the lock's close: no other process evicts the shard
+	// until then.
 	defer func() {
-		if err == nil && d.Present(shard) {
+		if err == nil && a.lf != nil && d.Present(shard) {
 			d.pin(ctx, shard, fl)
 		}
 	}()
 	wctx, cancel := context.WithTimeout(ctx, d.c.opts.WaitTimeout)
 	defer cancel()
-	bo := newBackoff(time.Millisecond, 50*time.Millisecond)
-	for {
-		ok, err := tryLock(lf, true)
-		if err != nil {
-			return fmt.Errorf("cache: fetch %s: %w", d.where(files[0].Raw), err)
-		}
-		if ok {
-			break
-		}
-		// Another process is fetching it: wait for its result.
-		if d.Present(shard) {
-			return nil
-		}
-		if err := bo.wait(wctx, nil); err != nil {
-			return fmt.Errorf("cache: waiting for another process to fetch %s (lock %s%s): %w", d.where(files[0].Raw), lf.Name(), holders(lf), err)
-		}
+	if err := d.admit(wctx, a, shard, distance, demand, true); err != nil || a.parts == nil {
+		return err // failed, or nothing is missing (any more)
 	}
-	if steps, err = d.plan(shard); err != nil || len(steps) == 0 {
-		return err
-	}
-
-	var need int64
-	for _, s := range steps {
-		if s.inflate {
-			need += s.file.RawBytes
-			if s.download {
-				need += s.file.ZipBytes
-			}
-		} else {
-			need += s.file.RawBytes
-		}
-	}
-	var parts []*part
-	create := func() (err error) {
-		defer func() {
-			if err != nil { // undo, still under the directory lock
-				for _, p := range parts {
-					os.Remove(d.path(p.rel) + partSuffix)
-					p.f.Close()
-				}
-				parts = nil
-			}
-		}()
-		for _, s := range steps {
-			if s.download && s.inflate {
-				if err := d.newPart(&parts, s.file.Zip, s.file.ZipBytes); err != nil {
-					return err
-				}
-			}
-			if err := d.newPart(&parts, s.file.Raw, s.file.RawBytes); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := d.c.reserve(wctx, need, distance, demand, d, shard, create); err != nil {
-		return fmt.Errorf("cache: fetch %s: %w", d.where(files[0].Raw), err)
-	}
+	steps, parts := a.steps, a.parts
 	var committed int64 // reserved bytes that now belong to final files
 	defer func() {
 		if err != nil {

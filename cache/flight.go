@@ -132,6 +132,18 @@ func (d *Dataset) Present(shard int) bool {
 	return true
 }
 
+// Coming reports whether shard's raw files are all in the directory or
+// a fetch of it in this process has been admitted (its room reserved, or
+// another process's fetch found): whether it is there yet is a matter of
+// timing. Like Present, it is a snapshot.
+func (d *Dataset) Coming(shard int) bool {
+	c := d.c
+	c.mu.Lock()
+	fl := d.st[shard].flight
+	c.mu.Unlock()
+	return fl != nil || d.Present(shard)
+}
+
 // start joins the shard's in-process flight or starts one, downloading
 // through via (nil: the Source's Bucket).
 func (d *Dataset) start(shard int, distance int64, demand bool, via storage.Bucket) *flight {
@@ -153,13 +165,23 @@ func (d *Dataset) start(shard int, distance int64, demand bool, via storage.Buck
 	st.flight = fl
 	c.wg.Add(1)
 	c.mu.Unlock()
+	// The admission begins here, on the caller's goroutine: a prefetch is
+	// reserved or refused for room before its caller asks for the next
+	// one, in the order of the calls (see admission). Nothing here waits:
+	// not for another process's fetch lock, nor for room.
+	a := &admission{}
+	if err := d.admit(c.bg, a, shard, distance, demand, false); err != nil {
+		d.end(shard, fl, err)
+		c.wg.Done()
+		return fl
+	}
 	go func() {
 		defer c.wg.Done()
 		ctx := c.bg
 		if via != nil {
 			ctx = context.WithValue(ctx, viaKey{}, via)
 		}
-		err := d.fetch(ctx, shard, distance, demand, fl, func(paths []string) {
+		err := d.fetch(ctx, shard, distance, demand, fl, a, func(paths []string) {
 			c.mu.Lock()
 			fl.paths = paths
 			close(fl.ready)
@@ -172,24 +194,31 @@ func (d *Dataset) start(shard int, distance int64, demand bool, via storage.Buck
 		if err == nil {
 			d.pin(c.bg, shard, fl) // when fetch returned before its own pin
 		}
-		c.mu.Lock()
-		d.st[shard].flight = nil
-		d.st[shard].early = false
-		fl.err = err
-		if fl.hold != nil {
-			fl.hold.Close() // before done: a lease's Release then frees the shard
-			fl.hold = nil
-		}
-		close(fl.done)
-		fns := fl.takeNotify()
-		c.mu.Unlock()
-		for _, fn := range fns {
-			fn(err)
-		}
-		if h := c.afterFlight; h != nil {
-			h(shard)
-		}
-		c.signal()
+		d.end(shard, fl, err)
 	}()
 	return fl
+}
+
+// end ends flight fl of shard with err: its waiters and whenWritten
+// functions are released.
+func (d *Dataset) end(shard int, fl *flight, err error) {
+	c := d.c
+	c.mu.Lock()
+	d.st[shard].flight = nil
+	d.st[shard].early = false
+	fl.err = err
+	if fl.hold != nil {
+		fl.hold.Close() // before done: a lease's Release then frees the shard
+		fl.hold = nil
+	}
+	close(fl.done)
+	fns := fl.takeNotify()
+	c.mu.Unlock()
+	for _, fn := range fns {
+		fn(err)
+	}
+	if h := c.afterFlight; h != nil {
+		h(shard)
+	}
+	c.signal()
 }
