@@ -91,7 +91,7 @@ func (nd *node) begin(s int, t float64) {
 			i++
 		}
 		nd.chains = append(nd.chains, chain{run: i, from: from, to: to, hi: hi, t: at, first: r == 0,
-			step: s, origin: r*nd.perRank + s%nd.perRank, done: from >= to})
+			step: s, origin: r*nd.perRank + s%nd.perRank, done: from >= to, move: -1})
 	}
 }
 
@@ -136,6 +136,14 @@ func (nd *node) readUntil(until float64, step int) float64 {
 // if absent, and waits for it.
 func (nd *node) read(c *chain) {
 	nd.advance(c.t)
+	if c.move >= 0 {
+		// The consumer has the shard it opened: its walk moves on.
+		p := c.move
+		c.move = -1
+		c.done = c.end
+		nd.moveTo(c.origin, p, c.t)
+		return
+	}
 	if !c.started {
 		// The consumer moves on from its last batch: the shard it held
 		// is released.
@@ -144,6 +152,23 @@ func (nd *node) read(c *chain) {
 	}
 	run := nd.runs[c.run]
 	sh := run.Shard
+	// A new shard for the consumer (not its last run's, continued): an
+	// Iterator moves its run position there before it acquires the shard
+	// (the cache's distances are measured from it), and its walk once it
+	// has it (c.t below).
+	cs := &nd.cons[c.origin]
+	newShard := cs.cur != sh
+	if newShard {
+		// The iterator lets go of its last shard and leases this one.
+		nd.dropCur(c.origin)
+		nd.leased[sh]++
+		nd.vic.remove(sh)
+		cs.cur = sh
+		if nd.single {
+			nd.pos = max(run.Start, c.from)
+			nd.moved()
+		}
+	}
 	// A run straddling two ranks' parts is counted once.
 	if count := run.Start >= c.from || c.first; count {
 		switch nd.state[sh] {
@@ -185,10 +210,33 @@ func (nd *node) read(c *chain) {
 		}
 		nd.vic.set(sh, nd.candidate(sh))
 	}
-	c.run++
-	if c.run >= len(nd.runs) || nd.runs[c.run].Start >= c.to {
-		c.done = true
+	// A new shard for the consumer (not its last run's, continued): its
+	// walk moves to the run's start once the shard is there (c.t).
+	if newShard {
+		i := (c.step - cs.first) / cs.stride
+		c.move = int64(cs.locals[i]) + max(run.Start, c.from) - c.from
 	}
+	c.run++
+	end := c.run >= len(nd.runs) || nd.runs[c.run].Start >= c.to
+	if c.move >= 0 {
+		c.end = end
+	} else {
+		c.done = end
+	}
+}
+
+// dropCur releases the lease consumer ci holds on the shard it read last
+// (an Iterator holds its current shard until it moves to the next).
+func (nd *node) dropCur(ci int) {
+	cs := &nd.cons[ci]
+	if cs.cur < 0 {
+		return
+	}
+	sh := cs.cur
+	cs.cur = -1
+	nd.leased[sh]--
+	nd.offer(sh)
+	nd.gen++
 }
 
 // chain is one rank's consumer reading its part of a step: the run it
@@ -204,6 +252,11 @@ type chain struct {
 	origin   int  // the consumer reading it
 	done     bool
 	started  bool // read its first run
+	// move is the consumer's position to move its walk to at t, the start
+	// of the run it has just read (-1: none); end is set when that run
+	// was the chain's last.
+	move int64
+	end  bool
 	// bursts counts, per burst of fetches it waited for (by
 	// arrival.id), the shards of it the chain needed: nb of them in use.
 	bursts [4]struct {

@@ -26,10 +26,10 @@ type consumer struct {
 	stride      int     // steps between two of its parts
 	locals      []int32 // per part: its first local position
 	n           int64   // the consumer's length
-	seg         int     // the first part not consumed yet
 	hint        int     // ShardAt's part
 	runHint     int     // ShardAt's node run
-	pos         int64   // the next local position to read
+	pos         int64   // the walk's position: where the run of its shard begins
+	cur         int     // the shard it read last (-1: none)
 	prefetching int     // prefetches in flight
 	out         bool    // first sample delivered
 	firstShard  int     // shard of its first sample (-1: none)
@@ -62,12 +62,17 @@ func (nd *node) newConsumers() {
 		per, stride = 1, 1
 	}
 	nd.perRank = per
+	nd.single = R*per == 1
 	if len(nd.cons) != R*per {
 		nd.cons = make([]consumer, R*per)
 		window := int64(c.predownload())
 		for i := range nd.cons {
 			nd.cons[i].walk = *prefetch.New(window)
+			nd.cons[i].cur = -1
 		}
+	}
+	for i := range nd.cons {
+		nd.dropCur(i) // the last epoch's iterators end
 	}
 	steps := nd.sc.Steps()
 	nd.waitOut = 0
@@ -88,7 +93,7 @@ func (nd *node) newConsumers() {
 		cs.nd, cs.rank, cs.first, cs.stride = nd, i/per, i%per, stride
 		cs.walk.Reset()
 		cs.locals = cs.locals[:0]
-		cs.seg, cs.hint, cs.runHint, cs.pos, cs.prefetching, cs.out, cs.firstShard = 0, 0, 0, 0, 0, false, -1
+		cs.hint, cs.runHint, cs.pos, cs.cur, cs.prefetching, cs.out, cs.firstShard = 0, 0, 0, -1, 0, false, -1
 		var n int64
 		for s := cs.first; s < steps; s += stride {
 			from, to := nd.part(s, cs.rank)
@@ -165,29 +170,20 @@ func (cs *consumer) ShardAt(p int64) (int, int64, bool) {
 }
 
 // Present implements prefetch.Plan as stream's walk does: the shard's
-// files are in place (a shard on its way is named again, and joins its
-// flight).
-func (cs *consumer) Present(shard int) bool { return cs.nd.state[shard] == present }
+// files are in place or on their way (cache.Dataset.Coming).
+func (cs *consumer) Present(shard int) bool { return cs.nd.state[shard] != absent }
 
 // Stop implements prefetch.Plan: every fetch slot of the consumer is busy.
 func (cs *consumer) Stop() bool { return cs.prefetching >= cs.nd.c.concurrency() }
 
-// moveTo moves the consumer to the node's step s: the parts of the steps
-// before s are consumed. It reports whether its position changed.
-func (cs *consumer) moveTo(s int) bool {
-	// The parts k with first + k × stride < s are consumed.
-	k := 0
-	if s > cs.first {
-		k = min((s-cs.first+cs.stride-1)/cs.stride, len(cs.locals))
-	}
-	moved := k > cs.seg
-	cs.seg = max(cs.seg, k)
-	if cs.seg < len(cs.locals) {
-		cs.pos = int64(cs.locals[cs.seg])
-	} else {
-		cs.pos = cs.n
-	}
-	return moved
+// moveTo moves the consumer's walk to local position p, where the run of
+// the shard it has just taken begins (an Iterator's walk position once it
+// acquired the shard), and runs it at t.
+func (nd *node) moveTo(ci int, p int64, t float64) {
+	cs := &nd.cons[ci]
+	cs.pos = p
+	cs.walk.Sync(p)
+	nd.pump(ci, t)
 }
 
 // pump runs the consumer's prefetcher at t: its walk names the shards to

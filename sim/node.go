@@ -75,17 +75,21 @@ type node struct {
 	cons        []consumer
 	wake        []int32 // consumers whose fetch slot freed, to pump
 	waitOut     int     // consumers whose first sample is not out
-	perRank     int     // consumers per rank
-	partRun     []int32 // per step and rank: the run of the part's start
-	useRun      int     // first run whose shard's next use may be behind pos
-	hzRun       int     // first run beyond the look-ahead horizon
-	pos         int64
-	horizon     int64
-	budget      int      // one consumer's prefetch budget
-	stepRun     int      // first run overlapping the current step
-	cur         []leases // shards leased by the steps read, a ring by step
-	begun       int      // the next step whose chains are not begun
-	chains      []chain
+	// single is set when the node has one consumer: the position the
+	// eviction measures next uses from is then that consumer's, the start
+	// of the run of the shard it reads (an Iterator's), not the step's.
+	single  bool
+	perRank int     // consumers per rank
+	partRun []int32 // per step and rank: the run of the part's start
+	useRun  int     // first run whose shard's next use may be behind pos
+	hzRun   int     // first run beyond the look-ahead horizon
+	pos     int64
+	horizon int64
+	budget  int      // one consumer's prefetch budget
+	stepRun int      // first run overlapping the current step
+	cur     []leases // shards leased by the steps read, a ring by step
+	begun   int      // the next step whose chains are not begun
+	chains  []chain
 
 	// figures
 	bytes, requests, downloads, evictions int64
@@ -511,29 +515,23 @@ func (nd *node) evict(shard int) {
 	nd.evictions++
 }
 
-// progress moves the consumers to step s, beginning at node position pos,
-// at t: those that consumed a part since move on, their walks synced and
-// run again (every walk at the epoch's first step).
+// progress moves the node to step s, beginning at node position pos, at
+// t: the eviction's view of the next uses follows it. The consumers' walks
+// move when each takes a new shard (read), as an Iterator's; at the
+// epoch's first step every walk starts.
 func (nd *node) progress(s int, pos int64, t float64) {
-	nd.pos = pos
-	nd.moved()
-	sync := func(i int) {
-		cs := &nd.cons[i]
-		if cs.moveTo(s) || s == 0 {
-			cs.walk.Sync(cs.pos)
-			nd.pump(i, t)
-		}
+	if !nd.single || s == 0 {
+		// A node's one consumer moves the position itself (read).
+		nd.pos = pos
+		nd.moved()
 	}
-	if s == 0 {
-		for i := range nd.cons {
-			sync(i)
-		}
+	if s != 0 {
 		return
 	}
-	// Only the consumers of the last step moved: rank r's worker
-	// (s-1) mod W, or every rank's iterator.
-	for i := (s - 1) % nd.perRank; i < len(nd.cons); i += nd.perRank {
-		sync(i)
+	for i := range nd.cons {
+		cs := &nd.cons[i]
+		cs.walk.Sync(cs.pos)
+		nd.pump(i, t)
 	}
 }
 

@@ -28,7 +28,8 @@ import (
 const (
 	relTol = 0.35
 	absTol = 150 * time.Millisecond
-	// evictTol bounds the error on bytes when the cache evicts.
+	// evictTol bounds the error on bytes when the cache evicts under
+	// several DataLoader workers.
 	evictTol = 0.15
 )
 
@@ -311,7 +312,10 @@ func TestValidateAgainstS3(t *testing.T) {
 		{"stalls", true, 30 * time.Millisecond, 8, true, 0, 0, false, false},
 		{"stalls-sequential", false, 25 * time.Millisecond, 8, true, 0, 0, false, false},
 		// A cache of ~5 shards: the epoch evicts and downloads shards
-		// again (each shard's samples are spread over the epoch).
+		// again (each shard's samples are spread over the epoch). Bytes
+		// and requests are exact (52-54 requests measured over runs
+		// before prefetches were admitted in walk order and the walk
+		// moved with the consumer's shard, not its sample).
 		{"evicting", true, 30 * time.Millisecond, 8, true, 420_000, 0, false, false},
 		// The agent's shape: one iterator (and prefetcher) per DataLoader
 		// worker, each over its own order, sharing the cache and the link,
@@ -353,13 +357,19 @@ func TestValidateAgainstS3(t *testing.T) {
 				if m.samples != rep.Samples {
 					t.Errorf("samples: measured %d, simulated %d", m.samples, rep.Samples)
 				}
-				if tc.limit == 0 && (int64(m.requests) != rep.StoreRequests || m.bytes != rep.StoreBytes) {
+				// Exact, evicting or not, where one iterator reads the
+				// node: what it fetches and evicts follows its plan and
+				// the cache's state alone (the walk runs where the
+				// consumer moves, the cache admits a prefetch when it is
+				// asked, in that order).
+				exact := tc.limit == 0 || tc.workers == 0
+				if exact && (int64(m.requests) != rep.StoreRequests || m.bytes != rep.StoreBytes) {
 					t.Errorf("store: measured %d requests, %d bytes; simulated %d, %d", m.requests, m.bytes, rep.StoreRequests, rep.StoreBytes)
 				}
-				if eb := math.Abs(float64(m.bytes-rep.StoreBytes)) / float64(rep.StoreBytes); tc.limit > 0 && eb > evictTol {
-					// Under evictions what is downloaded again depends on
-					// timing in the real system too (52-54 requests
-					// measured over runs of one setting).
+				if eb := math.Abs(float64(m.bytes-rep.StoreBytes)) / float64(rep.StoreBytes); !exact && eb > evictTol {
+					// Several workers under evictions: their reads
+					// interleave as their downloads end, a race in the
+					// real system (docs/input-bound.md).
 					t.Errorf("store under evictions: measured %d requests, %d bytes; simulated %d, %d: off by %.0f%%, more than %.0f%%",
 						m.requests, m.bytes, rep.StoreRequests, rep.StoreBytes, 100*eb, 100*evictTol)
 				}

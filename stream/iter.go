@@ -153,9 +153,16 @@ type Iterator struct {
 	// mapErr is set); nil when ids is complete from the start.
 	mapped chan struct{}
 	mapErr error
-	// pos is the index in ids of the next sample to deliver; read by the
-	// prefetcher and the cache's eviction path.
+	// pos is the index in ids of the next sample to deliver.
 	pos atomic.Int64
+	// runPos is where the run of the current shard begins (the position of
+	// its first sample), set when Next moves to a new shard, before it is
+	// acquired; walkPos is the same once it is acquired. The cache's
+	// eviction path measures distances from runPos, the prefetcher walks
+	// from walkPos: not from pos, which moves per sample, so that what is
+	// fetched and evicted depends on the plan and the shards' order of
+	// arrival, not on how far the consumer has read when a fetch ends.
+	runPos, walkPos atomic.Int64
 
 	// out is set once the first sample is delivered: until then the
 	// prefetcher fetches only its shard, the shard of the first sample at
@@ -173,6 +180,8 @@ type Iterator struct {
 
 	horizon      int
 	progress     chan struct{}
+	pf           *prefetcher // nil without a cache
+	walked       bool        // the first walk has run (Next)
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
 	removeFuture func()
@@ -236,6 +245,7 @@ func (it *Iterator) start(pctx context.Context) {
 	d.stats.start.CompareAndSwap(0, time.Now().UnixNano())
 	if d.cache != nil {
 		it.removeFuture = d.cache.AddFuture(it)
+		it.pf = it.newPrefetcher(pctx)
 		it.wg.Add(1)
 		go func() {
 			defer it.wg.Done()
@@ -268,6 +278,8 @@ func (it *Iterator) Skip(n int64) int64 {
 	}
 	if it.n == 0 {
 		it.from.Store(it.pos.Load())
+		it.runPos.Store(it.pos.Load())
+		it.walkPos.Store(it.pos.Load())
 	}
 	return k
 }
@@ -277,6 +289,11 @@ func (it *Iterator) Skip(n int64) int64 {
 func (it *Iterator) Next() bool {
 	if it.err != nil || it.closed {
 		return false
+	}
+	if !it.walked {
+		// The first walk, from where the reading begins (after Skip).
+		it.walked = true
+		it.walk(true)
 	}
 	for {
 		p := it.pos.Load()
@@ -299,8 +316,15 @@ func (it *Iterator) Next() bool {
 		}
 		if it.cur == nil || it.cur.shard != shard {
 			it.release()
+			it.runPos.Store(p)
 			start := time.Now()
-			o, hit, err := it.d.table.acquire(it.ctx, shard, true)
+			// Under a cache limit the shard is read once its fetch has
+			// ended (synced and renamed): a fetch still committing a shard
+			// its consumer has passed would keep it from eviction for as
+			// long as the disk takes, and what is evicted (and fetched
+			// again) would depend on that.
+			early := it.d.cache == nil || it.d.cache.Limit() == 0
+			o, hit, err := it.d.table.acquire(it.ctx, shard, early)
 			w := int64(time.Since(start))
 			it.stats.wait.Add(w)
 			it.d.stats.wait.Add(w)
@@ -311,10 +335,8 @@ func (it *Iterator) Next() bool {
 			it.stats.hit(hit)
 			it.d.stats.hit(hit)
 			it.cur = o
-			select {
-			case it.progress <- struct{}{}:
-			default:
-			}
+			it.walkPos.Store(p)
+			it.walk(true)
 		}
 		rec, err := it.cur.r.Record(int(j))
 		if err != nil {
@@ -328,10 +350,7 @@ func (it *Iterator) Next() bool {
 		it.n++
 		if it.n == 1 {
 			it.out.Store(true)
-			select {
-			case it.progress <- struct{}{}:
-			default:
-			}
+			it.walk(false)
 		}
 		return true
 	}
@@ -473,10 +492,10 @@ func (it *Iterator) Location() (*Location, error) {
 // NextUses implements cache.Future: the shards of the next samples, with
 // their distance from the iterator's position.
 func (it *Iterator) NextUses(fn func(d *cache.Dataset, shard int, distance int64)) {
-	// The sample before pos is the current one (its shard may still be
+	// The current shard's run begins at runPos (its shard may still be
 	// being acquired): it is at distance 0.
 	ids := *it.view.Load()
-	p := max(it.pos.Load()-1, 0)
+	p := max(it.runPos.Load(), 0)
 	end := min(p+int64(it.horizon), int64(len(ids)))
 	last := -1
 	for k := p; k < end; k++ {
@@ -503,13 +522,34 @@ func (it *Iterator) NextUses(fn func(d *cache.Dataset, shard int, distance int64
 // consumer moves on.
 //
 // The walk is advanced by whoever frees a download slot or moves the
-// consumer: this goroutine when the consumer moves, and each fetch itself,
+// consumer: the consumer's own goroutine when it moves (walk), this
+// goroutine when a lazy plan's IDs come into view, and each fetch itself,
 // on its own goroutine, once its bytes are written (PrefetchFunc). The
 // next download thus starts without any goroutine waking up first. With
 // a loop that alone started downloads, woken when a slot freed, a traced
 // BenchmarkColdS3 at load ~10 showed 2-8 ms between a download's end and
 // the next one's start, of 10-25 ms per 4 MB shard.
 func (it *Iterator) prefetch(ctx context.Context) {
+	pf := it.pf
+	defer func() {
+		pf.mu.Lock()
+		pf.stopped = true
+		it.noteAhead(-int64(pf.w.Ahead()))
+		pf.mu.Unlock()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-it.progress: // a lazy plan's remaining IDs are in view
+		}
+		pf.moved.Store(true)
+		pf.kick()
+	}
+}
+
+// newPrefetcher returns the iterator's prefetch walk, stopped with ctx.
+func (it *Iterator) newPrefetcher(ctx context.Context) *prefetcher {
 	conc := it.d.opts.PrefetchConcurrency
 	if conc <= 0 {
 		conc = defaultPrefetchConcurrency
@@ -518,20 +558,29 @@ func (it *Iterator) prefetch(ctx context.Context) {
 		w: prefetch.New(int64(it.d.opts.predownload()))}
 	pf.wp.it = it
 	pf.wp.retryAt.Store(-1)
-	defer func() {
-		pf.mu.Lock()
-		pf.stopped = true
-		it.noteAhead(-int64(pf.w.Ahead()))
-		pf.mu.Unlock()
-	}()
-	for {
+	return pf
+}
+
+// walk advances the prefetch walk on the consumer's goroutine, where Next
+// moves (moved: to a new shard, so a fetch refused for room is retried)
+// or its first sample is out: what the walk fetches and the cache admits
+// then depends on where the consumer is, not on when another goroutine
+// gets to run. The walk never waits for a download, another process or
+// room (see cache.Via.PrefetchFunc).
+func (it *Iterator) walk(moved bool) {
+	pf := it.pf
+	if pf == nil {
+		return
+	}
+	if moved {
 		pf.moved.Store(true)
-		pf.kick()
-		select {
-		case <-ctx.Done():
-			return
-		case <-it.progress:
-		}
+	}
+	pf.mu.Lock()
+	pf.again.Store(false)
+	pf.walkLocked()
+	pf.mu.Unlock()
+	if pf.again.Load() {
+		pf.kick() // a fetch's end asked meanwhile
 	}
 }
 
@@ -575,7 +624,7 @@ func (pf *prefetcher) walkLocked() {
 	if pf.stopped || pf.ctx.Err() != nil {
 		return
 	}
-	pos := it.pos.Load()
+	pos := it.walkPos.Load()
 	if pf.moved.Swap(false) {
 		if r := wp.retryAt.Swap(-1); r >= 0 {
 			w.Refuse(r)
@@ -642,7 +691,9 @@ func (wp *walkPlan) ShardAt(p int64) (int, int64, bool) {
 func (wp *walkPlan) Present(shard int) bool {
 	ref := wp.it.d.shards[shard]
 	cds := wp.it.d.streams[ref.stream].cds
-	return cds == nil || cds.Present(ref.local)
+	// A shard on its way counts as present: whether it is there yet is
+	// timing, and the walk's choices must not depend on it.
+	return cds == nil || cds.Coming(ref.local)
 }
 
 func (wp *walkPlan) Stop() bool { return wp.retryAt.Load() >= 0 }
