@@ -47,20 +47,28 @@ func fromLimbs(a0, a1, a2 uint64) u128 {
 // init sets the lanes to the states of g's next 16 draws and the
 // 16-step map of g's stream.
 func (st *vecState) init(g *Generator) {
-	s := g.state
-	for k := range 16 {
-		s = add128(mul128(s, pcgMult), g.inc)
-		st.s[0][k], st.s[1][k], st.s[2][k] = toLimbs(s)
+	// Two chains (even and odd lanes) of 2-step maps x -> M²x + (M+1)·inc.
+	m2 := mul128(pcgMult, pcgMult)
+	c2 := mul128(add128(pcgMult, u128{0, 1}), g.inc)
+	a := add128(mul128(g.state, pcgMult), g.inc)
+	b := add128(mul128(a, pcgMult), g.inc)
+	for k := 0; k < 16; k += 2 {
+		st.s[0][k], st.s[1][k], st.s[2][k] = toLimbs(a)
+		st.s[0][k+1], st.s[1][k+1], st.s[2][k+1] = toLimbs(b)
+		a = add128(mul128(a, m2), c2)
+		b = add128(mul128(b, m2), c2)
 	}
-	// x -> M^16 x + c16, by squaring the one-step map four times.
-	m, c := pcgMult, g.inc
-	for range 4 {
-		c = add128(mul128(c, m), c)
-		m = mul128(m, m)
-	}
-	st.m[0], st.m[1], st.m[2] = toLimbs(m)
-	st.c[0], st.c[1], st.c[2] = toLimbs(c)
+	// x -> M¹⁶x + (1 + M + … + M¹⁵)·inc.
+	st.m[0], st.m[1], st.m[2] = toLimbs(pcgMult16)
+	st.c[0], st.c[1], st.c[2] = toLimbs(mul128(pcgSum16, g.inc))
 }
+
+// pcgMult16 is pcgMult¹⁶ and pcgSum16 is 1 + pcgMult + … + pcgMult¹⁵,
+// mod 2^128 (TestPCGConstants checks them).
+var (
+	pcgMult16 = u128{0xb6a4239f3b315f84, 0xf6ef6d3d288c03c1}
+	pcgSum16  = u128{0x6ed699db168fb143, 0xa9072151352439f0}
+)
 
 // lane returns lane k's state.
 func (st *vecState) lane(k int) u128 {

@@ -31,6 +31,17 @@ func TestPCGInverse(t *testing.T) {
 	}
 }
 
+func TestPCGConstants(t *testing.T) {
+	p, sum := u128{0, 1}, u128{}
+	for range 16 {
+		sum = add128(sum, p)
+		p = mul128(p, pcgMult)
+	}
+	if p != pcgMult16 || sum != pcgSum16 {
+		t.Fatalf("M^16 = %#x, sum = %#x; the constants say %#x, %#x", p, sum, pcgMult16, pcgSum16)
+	}
+}
+
 // TestVecLanes checks the lanes' layout and the output function against
 // scalar draws.
 func TestVecLanes(t *testing.T) {
@@ -43,6 +54,12 @@ func TestVecLanes(t *testing.T) {
 		if got := output(st.lane(k)); got != want {
 			t.Fatalf("lane %d: output %#x, want %#x", k, got, want)
 		}
+	}
+	// The 16-step map takes lane 0 to the 17th draw's state.
+	s := fromLimbs(st.s[0][0], st.s[1][0], st.s[2][0])
+	m, c := fromLimbs(st.m[0], st.m[1], st.m[2]), fromLimbs(st.c[0], st.c[1], st.c[2])
+	if got, want := output(add128(mul128(s, m), c)), h.Uint64(); got != want {
+		t.Fatalf("16-step map: output %#x, want %#x", got, want)
 	}
 }
 
