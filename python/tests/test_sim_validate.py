@@ -38,7 +38,8 @@ WORKERS = 2
 # validation (sim.TestValidateAgainstS3), the Python path adds worker process
 # start and the agent's socket round trips, which the model leaves out.
 REL, ABS = 0.35, 0.25
-# The error allowed on the bytes downloaded when the cache evicts.
+# The error allowed on the bytes downloaded when the cache evicts under
+# several workers (one consumer per node is exact: sim.TestValidateAgainstS3).
 EVICT_TOL = 0.15
 
 
@@ -198,8 +199,10 @@ class SimulateValidateTest(helpers.AgentCase):
                 self.assertEqual((requests, nbytes), (rep["store_requests"], rep["store_bytes"]),
                                  "store requests and bytes, measured vs simulated")
             else:
-                # Under evictions what is downloaded again depends on when
-                # the real fetches and refusals land (docs/input-bound.md).
+                # Under evictions with several workers what is downloaded
+                # again depends on the order in which the workers'
+                # reservations reach the cache, the order their downloads
+                # end in: a race (docs/input-bound.md).
                 off = abs(nbytes - rep["store_bytes"]) / rep["store_bytes"]
                 self.assertLessEqual(off, EVICT_TOL, "store bytes under evictions: measured %d (%d requests), "
                                      "simulated %d (%d)" % (nbytes, requests, rep["store_bytes"], rep["store_requests"]))
