@@ -317,6 +317,9 @@ func TestValidateAgainstS3(t *testing.T) {
 		// before prefetches were admitted in walk order and the walk
 		// moved with the consumer's shard, not its sample).
 		{"evicting", true, 30 * time.Millisecond, 8, true, 420_000, 0, false, false},
+		// The same with two fetch slots, fewer than the budget's three
+		// shards: the walk also moves when a fetch frees a slot.
+		{"evicting-2-slots", true, 30 * time.Millisecond, 2, true, 420_000, 0, false, false},
 		// The agent's shape: one iterator (and prefetcher) per DataLoader
 		// worker, each over its own order, sharing the cache and the link,
 		// each worker reading up to prefetch_factor (2) batches ahead of
