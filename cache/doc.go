@@ -43,7 +43,13 @@
 // directory's file sizes always account for in-flight downloads. The counter
 // lives in <dir>/.sluice/usage; when it would refuse a reservation, the cache
 // recounts the directory (deleting temporary files whose writer died) and
-// evicts.
+// evicts. A fetch is admitted when it is asked for: Prefetch and Acquire
+// take the shard's fetch lock (without waiting for it) and reserve its
+// bytes, or refuse a prefetch for room, on the caller's goroutine, so that
+// what a walk of prefetches gets depends on the order it asks in and on the
+// cache's state, not on goroutine timing; only a wait for another
+// process's fetch of the shard, or a demand fetch's wait for room, and the
+// download itself run in the background.
 //
 // # Eviction
 //

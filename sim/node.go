@@ -40,9 +40,8 @@ type node struct {
 	leased  []int32   // step lease count
 	demand  []bool    // in-flight fetch is a demand fetch
 	// owners holds, per in-flight shard, the consumers whose prefetchers
-	// hold a fetch slot on it: the one that started it and those that
-	// joined its flight (stream's walk names a shard until its files are in
-	// place, and Prefetch of a shard on its way joins the flight).
+	// hold a fetch slot on it: the one that started it (a shard on its way
+	// counts as present to the walks, as cache.Dataset.Coming to stream's).
 	owners [][]int32
 	use    []int64 // a candidate's next use at or after pos (-1: none)
 
