@@ -168,15 +168,16 @@ sl: \
 	SLOWHALF(x, off, from, to, lp, nx) \
 fl:
 
-// func skipVec(st *vecState, i, mask uint64) (t uint64)
+// func skipVec(st *vecState, i, mask uint64, blocks int) (t, iOut, maskOut uint64)
 //
-// SI = i, DX = mask, R12 = floor = (mask+1)/2. The 32 tries of a block
-// are the dwords of the two output registers, in order (the lower half
-// of each draw first).
-TEXT ·skipVec(SB), NOSPLIT, $128-32
+// SI = i, DX = mask, R12 = floor = (mask+1)/2, R13 = blocks left. The 32
+// tries of a block are the dwords of the two output registers, in order
+// (the lower half of each draw first).
+TEXT ·skipVec(SB), NOSPLIT, $128-56
 	MOVQ st+0(FP), DI
 	MOVQ i+8(FP), SI
 	MOVQ mask+16(FP), DX
+	MOVQ blocks+24(FP), R13
 	LOADLANES
 	LEAQ 1(DX), R12
 	SHRQ $1, R12
@@ -190,11 +191,21 @@ sblock:
 	SELHALF(Z25, Z30, 64, $16, $32, sfb, ssb, slb, srb, srnb, sxb)
 	STEP(Z0, Z2, Z4, Z16, Z17, Z18, Z19)
 	STEP(Z1, Z3, Z5, Z20, Z21, Z22, Z23)
-	JMP sblock
+	DECQ R13
+	JNZ sblock
+	// Out of blocks: the lanes are at the next block, i > 0.
+	STORELANES
+	MOVQ $32, t+32(FP)
+	MOVQ SI, iOut+40(FP)
+	MOVQ DX, maskOut+48(FP)
+	VZEROUPPER
+	RET
 
 sdone:
 	STORELANES
-	MOVQ R8, t+24(FP)
+	MOVQ R8, t+32(FP)
+	MOVQ $0, iOut+40(FP)
+	MOVQ DX, maskOut+48(FP)
 	VZEROUPPER
 	RET
 

@@ -93,7 +93,7 @@ func TestSkipVecMatchesScalar(t *testing.T) {
 		}
 		a.skipLoop(i)
 		if i >= skipVecMin {
-			b.skipVector(i)
+			b.skipVector(i, 1+trial%3*vecBlocks) // some with a kernel call per block
 		} else if b.skipFast(i) {
 			t.Fatalf("skipFast ran the kernel for i=%d < %d", i, skipVecMin)
 		} else {
@@ -123,7 +123,7 @@ func TestSkipVecBands(t *testing.T) {
 			g := New(i ^ 0x9e3779b97f4a7c15)
 			a, b := *g, *g
 			a.skipLoop(i)
-			b.skipVector(i)
+			b.skipVector(i, 1+int(d%2)*vecBlocks)
 			if a != b {
 				t.Fatalf("i=%d: vector skip left %+v, scalar %+v", i, b, a)
 			}
@@ -143,6 +143,9 @@ func TestCountLineVecMatchesScalar(t *testing.T) {
 		n := lineVecMin + r.IntN(5000)
 		if trial%7 == 0 {
 			n = lineVecMin + trial%17
+		}
+		if trial == 1 {
+			n = 16*vecBlocks + 1000 // more than one kernel call
 		}
 		step := r.Int64N(full/int64(n)+1) - full/int64(4*n)
 		k0 := r.Int64N(2*full) - full/2
@@ -188,7 +191,7 @@ func BenchmarkSkipKernel(b *testing.B) {
 				for b.Loop() {
 					i := g.skipStart(n)
 					if vec {
-						g.skipVector(i)
+						g.skipVector(i, vecBlocks)
 					} else {
 						g.skipLoop(i)
 					}
