@@ -64,12 +64,41 @@ func NewBodyReader(ctx context.Context, body io.ReadCloser, name, url string) io
 	return &bodyReader{ctx: ctx, body: body, name: name, url: url}
 }
 
-type bodyReader struct {
-	ctx  context.Context
-	body io.ReadCloser
-	name string
-	url  string
+// NewBodyReaderInfo is NewBodyReader for the response to a read of a
+// whole object that described it: the reader's ObjectInfo returns info
+// (see InfoReader).
+func NewBodyReaderInfo(ctx context.Context, body io.ReadCloser, name, url string, info ObjectInfo) io.ReadCloser {
+	return &bodyReader{ctx: ctx, body: body, name: name, url: url, info: info, hasInfo: true}
 }
+
+// InfoReader is implemented by the readers of NewRangeReader that know,
+// from the store's response to a read of the whole object, what Stat
+// would report of it; ok is false when they do not (a range, a read
+// resumed across requests, a store that does not say). Decorators pass it
+// on (ReaderInfo), so that a caller that reads a whole object and wants
+// its ETag or time needs no second request.
+type InfoReader interface {
+	ObjectInfo() (info ObjectInfo, ok bool)
+}
+
+// ReaderInfo returns what r (an InfoReader) knows of the object it reads.
+func ReaderInfo(r io.Reader) (ObjectInfo, bool) {
+	if ir, ok := r.(InfoReader); ok {
+		return ir.ObjectInfo()
+	}
+	return ObjectInfo{}, false
+}
+
+type bodyReader struct {
+	ctx     context.Context
+	body    io.ReadCloser
+	name    string
+	url     string
+	info    ObjectInfo
+	hasInfo bool
+}
+
+func (r *bodyReader) ObjectInfo() (ObjectInfo, bool) { return r.info, r.hasInfo }
 
 func (r *bodyReader) Read(p []byte) (int, error) {
 	if err := r.ctx.Err(); err != nil {

@@ -331,12 +331,19 @@ func UploadFile(ctx context.Context, b Bucket, key, path string, opts *WriteOpti
 // input from outside (an index.json, say) never causes an unbounded
 // allocation.
 func ReadAll(ctx context.Context, b Bucket, key string, maxSize int64) (data []byte, err error) {
+	data, _, _, err = ReadAllInfo(ctx, b, key, maxSize)
+	return data, err
+}
+
+// ReadAllInfo is ReadAll that also returns what the store's response told
+// of the object (see InfoReader); ok is false when it told nothing.
+func ReadAllInfo(ctx context.Context, b Bucket, key string, maxSize int64) (data []byte, info ObjectInfo, ok bool, err error) {
 	if maxSize < 0 {
-		return nil, fmt.Errorf("storage: read %s: negative maxSize %d", b.URL(key), maxSize)
+		return nil, ObjectInfo{}, false, fmt.Errorf("storage: read %s: negative maxSize %d", b.URL(key), maxSize)
 	}
 	r, err := b.NewRangeReader(ctx, key, 0, -1)
 	if err != nil {
-		return nil, fmt.Errorf("storage: read %s: %w", b.URL(key), err)
+		return nil, ObjectInfo{}, false, fmt.Errorf("storage: read %s: %w", b.URL(key), err)
 	}
 	defer func() { err = errors.Join(err, r.Close()) }()
 	// Read in chunks and join them once at the end: growing one slice by
@@ -357,20 +364,24 @@ func ReadAll(ctx context.Context, b Bucket, key string, maxSize int64) (data []b
 			break
 		}
 		if rerr != nil {
-			return nil, fmt.Errorf("storage: read %s: %w", b.URL(key), rerr)
+			return nil, ObjectInfo{}, false, fmt.Errorf("storage: read %s: %w", b.URL(key), rerr)
 		}
 		if total > maxSize {
-			return nil, Permanent(fmt.Errorf("storage: read %s: object larger than the limit of %d bytes", b.URL(key), maxSize))
+			return nil, ObjectInfo{}, false, Permanent(fmt.Errorf("storage: read %s: object larger than the limit of %d bytes", b.URL(key), maxSize))
 		}
 	}
 	if total > maxSize {
-		return nil, Permanent(fmt.Errorf("storage: read %s: object larger than the limit of %d bytes", b.URL(key), maxSize))
+		return nil, ObjectInfo{}, false, Permanent(fmt.Errorf("storage: read %s: object larger than the limit of %d bytes", b.URL(key), maxSize))
 	}
 	data = make([]byte, 0, total)
 	for _, c := range chunks {
 		data = append(data, c...)
 	}
-	return data, nil
+	info, ok = ReaderInfo(r)
+	if ok && info.Size != total {
+		ok = false // not what was read
+	}
+	return data, info, ok, nil
 }
 
 // fill reads into buf until it is full or r fails; io.EOF means the body

@@ -432,7 +432,9 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (s
 		_, err = os.Stat(local)
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		b, err = readStreamIndex(ctx, capIndex(st.bucket, d.opts.MaxIndexBytes), st.tar)
+		var got storage.ObjectInfo
+		var told bool
+		b, got, told, err = readStreamIndex(ctx, capIndex(st.bucket, d.opts.MaxIndexBytes), st.tar)
 		if err != nil {
 			return 0, nil, fmt.Errorf("stream: read index: %w", err)
 		}
@@ -473,19 +475,25 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (s
 		if st.tar != nil {
 			n = -1 // a selection of the store's index, or one built
 		}
-		// What the store records of the index (ModTime, ETag) is asked
-		// for while the index is written to the cache, and recorded in
-		// the background (best effort; Close waits for it): neither
-		// round trip delays the first shard's download.
+		// What the store records of the index (ModTime, ETag), recorded
+		// in the background once it is written (best effort; Close waits
+		// for it): what the GET's response told of it, or else asked for
+		// (Stat) while the index is written to the cache, so that neither
+		// delays the first shard's download.
 		stated := make(chan storage.ObjectInfo, 1)
-		d.bg.Add(1)
-		go func() {
-			defer d.bg.Done()
-			defer close(stated)
-			if info, ok := statIndex(ctx, st.bucket, n); ok {
-				stated <- info
-			}
-		}()
+		if told && n >= 0 && got.Size == n {
+			stated <- got
+			close(stated)
+		} else {
+			d.bg.Add(1)
+			go func() {
+				defer d.bg.Done()
+				defer close(stated)
+				if info, ok := statIndex(ctx, st.bucket, n); ok {
+					stated <- info
+				}
+			}()
+		}
 		// The index goes into the cache behind the first downloads: its
 		// room is reserved before any of its shards is fetched (so that
 		// under a tight limit it never waits for room held by early

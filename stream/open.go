@@ -58,6 +58,9 @@ type capReader struct {
 	url         string
 }
 
+// ObjectInfo implements storage.InfoReader for the reader it wraps.
+func (r *capReader) ObjectInfo() (storage.ObjectInfo, bool) { return storage.ReaderInfo(r.ReadCloser) }
+
 func (r *capReader) Read(p []byte) (int, error) {
 	if r.left < 0 {
 		return 0, storage.Permanent(fmt.Errorf("%s: %w of %d bytes (Options.MaxIndexBytes; an endless or hostile response?)", r.url, ErrIndexTooLarge, r.limit))

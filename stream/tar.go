@@ -39,33 +39,34 @@ func tarStreamRoot(remote string) (string, *tarSpec, error) {
 // readStreamIndex returns the bytes of a remote stream's index.json: read
 // from the store, or, for a tar dataset (spec, or a directory of .tar
 // objects without an index), selected from the index beside the shards
-// or built from their headers.
-func readStreamIndex(ctx context.Context, b storage.Bucket, spec *tarSpec) ([]byte, error) {
-	raw, err := storage.ReadAll(ctx, b, format.IndexFile, maxIndexBytes)
+// or built from their headers. For an index.json read as it is in the
+// store, info (ok) is what the store's response told of it, when it did.
+func readStreamIndex(ctx context.Context, b storage.Bucket, spec *tarSpec) ([]byte, storage.ObjectInfo, bool, error) {
+	raw, info, ok, err := storage.ReadAllInfo(ctx, b, format.IndexFile, maxIndexBytes)
 	if spec == nil {
 		if !errors.Is(err, fs.ErrNotExist) {
-			return raw, err
+			return raw, info, ok && err == nil, err
 		}
 		keys, lerr := listTars(ctx, b)
 		if lerr != nil || len(keys) == 0 {
-			return nil, err // not a tar directory: report the missing index
+			return nil, storage.ObjectInfo{}, false, err // not a tar directory: report the missing index
 		}
 		spec = &tarSpec{spec: b.URL(""), keys: keys}
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
+		return nil, storage.ObjectInfo{}, false, err
 	}
 	if err == nil {
 		if idx, perr := format.ParseIndex(raw); perr == nil {
 			if sel, ok := selectTarIndex(idx, spec.keys); ok {
-				return format.AppendIndex(nil, sel), nil
+				return format.AppendIndex(nil, sel), storage.ObjectInfo{}, false, nil
 			}
 		}
 	}
 	idx, err := BuildTarIndex(ctx, b, spec.keys, nil)
 	if err != nil {
-		return nil, fmt.Errorf("index tar shards of %s: %w", spec.spec, err)
+		return nil, storage.ObjectInfo{}, false, fmt.Errorf("index tar shards of %s: %w", spec.spec, err)
 	}
-	return format.AppendIndex(nil, idx), nil
+	return format.AppendIndex(nil, idx), storage.ObjectInfo{}, false, nil
 }
 
 // TarDataset is a parsed tar dataset spec: the store root (a URL or
@@ -96,7 +97,7 @@ func ReadTarIndex(ctx context.Context, b storage.Bucket, keys []string) (*format
 	if keys == nil {
 		spec = nil
 	}
-	raw, err := readStreamIndex(ctx, b, spec)
+	raw, _, _, err := readStreamIndex(ctx, b, spec)
 	if err != nil {
 		return nil, err
 	}

@@ -117,6 +117,9 @@ type reader struct {
 	release func()
 }
 
+// ObjectInfo implements storage.InfoReader for the reader it wraps.
+func (r *reader) ObjectInfo() (storage.ObjectInfo, bool) { return storage.ReaderInfo(r.ReadCloser) }
+
 func (r *reader) Close() error {
 	defer r.release()
 	return r.ReadCloser.Close()

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicedata/sluice/storage"
 )
 
 // NewRangeReader implements storage.Bucket. Opening is retried, and the
@@ -33,13 +35,17 @@ type reader struct {
 	failures  int   // consecutive failed attempts without progress
 	lastErr   error
 
-	cur    io.ReadCloser      // current body; nil between attempts
-	cancel context.CancelFunc // ends the current attempt's context
-	timer  *time.Timer        // stall and open timeouts
-	fired  atomic.Bool        // the timer ended the current attempt
-	err    error              // sticky
-	closed bool
-	mu     sync.Mutex // guards cancel against the timer
+	cur   io.ReadCloser // current body; nil between attempts
+	opens int           // bodies opened
+	// info is what the first body's response told of the object.
+	info    storage.ObjectInfo
+	hasInfo bool
+	cancel  context.CancelFunc // ends the current attempt's context
+	timer   *time.Timer        // stall and open timeouts
+	fired   atomic.Bool        // the timer ended the current attempt
+	err     error              // sticky
+	closed  bool
+	mu      sync.Mutex // guards cancel against the timer
 }
 
 // arm starts the timer that aborts the current attempt after d.
@@ -95,6 +101,10 @@ func (r *reader) open() error {
 		}
 		if err == nil {
 			r.cur = body
+			if r.opens == 0 {
+				r.info, r.hasInfo = storage.ReaderInfo(body)
+			}
+			r.opens++
 			return nil
 		}
 		cancel()
@@ -109,6 +119,16 @@ func (r *reader) open() error {
 		r.failures++
 		r.lastErr = err
 	}
+}
+
+// ObjectInfo implements storage.InfoReader: what the first response told
+// of the object, unless the read was resumed from another request (which
+// may have read another version).
+func (r *reader) ObjectInfo() (storage.ObjectInfo, bool) {
+	if r.opens != 1 {
+		return storage.ObjectInfo{}, false
+	}
+	return r.info, r.hasInfo
 }
 
 // Read implements io.Reader.

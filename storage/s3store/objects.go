@@ -69,6 +69,12 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 		out.Body.Close()
 		return nil, storage.Permanent(fmt.Errorf("s3store: get %s: asked for %s but the store answered without Content-Range", b.URL(key), *in.Range))
 	}
+	if in.Range == nil && out.ContentLength != nil {
+		// The whole object: the response says what Stat would.
+		return storage.NewBodyReaderInfo(ctx, out.Body, "s3store", b.URL(key), storage.ObjectInfo{
+			Key: key, Size: aws.ToInt64(out.ContentLength), ModTime: aws.ToTime(out.LastModified), ETag: aws.ToString(out.ETag),
+		}), nil
+	}
 	return storage.NewBodyReader(ctx, out.Body, "s3store", b.URL(key)), nil
 }
 
