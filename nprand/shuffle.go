@@ -166,6 +166,14 @@ func shuffleLoop[T int32 | int64](g *Generator, x []T, stop uint64) {
 			i--
 		}
 	}
+	if !shuffleFast(g, x, i, stop) {
+		shuffleSteps(g, x, i, stop)
+	}
+}
+
+// shuffleSteps is shuffleLoop's steps i, i-1, …, stop (i <= 2^32-1, has32
+// clear) on scalar code.
+func shuffleSteps[T int32 | int64](g *Generator, x []T, i, stop uint64) {
 	sh, sl := g.state.hi, g.state.lo
 	ih, il := g.inc.hi, g.inc.lo
 	for i >= stop {

@@ -198,3 +198,53 @@ func (g *Generator) countLineVector(n int, k0, step, lo, hi int64, hits []LineHi
 	}
 	return below + b, hits
 }
+
+// shuffleVec is skipVec for a shuffle that also moves data: it makes the
+// steps i, i-1, … down to stop (1 <= stop <= i) and writes the swap
+// partner j of each step, in order, to out (room for 32·blocks + 1
+// values), returning how many it wrote (n). When i falls below stop it
+// returns iOut < stop and the try at which it did (as skipVec's t);
+// otherwise iOut and maskOut to go on with.
+//
+//go:noescape
+func shuffleVec(st *vecState, i, mask, stop uint64, blocks int, out *uint32) (t, iOut, maskOut, n uint64)
+
+// shuffleVecOut is how many swap partners one shuffleVec call writes at
+// most (64 blocks: the buffer stays on the stack).
+const shuffleVecOut = 64 * 32
+
+// shuffleFast runs shuffleLoop's steps i … stop (has32 clear) on the
+// vector kernel when the CPU has it and the run is long enough,
+// reporting whether it did.
+func shuffleFast[T int32 | int64](g *Generator, x []T, i, stop uint64) bool {
+	if !hasVec || i < stop+skipVecMin {
+		return false
+	}
+	shuffleVector(g, x, i, stop)
+	return true
+}
+
+// shuffleVector is shuffleFast's work: the kernel finds the swap
+// partners a block of draws at a time and the swaps follow in Go.
+func shuffleVector[T int32 | int64](g *Generator, x []T, i, stop uint64) {
+	var st vecState
+	st.init(g)
+	var js [shuffleVecOut + 1]uint32
+	mask := uint64(1)<<bits.Len64(i) - 1
+	for {
+		t, ni, nm, n := shuffleVec(&st, i, mask, stop, shuffleVecOut/32, &js[0])
+		for _, j := range js[:n] {
+			x[i], x[j] = x[j], x[i]
+			i--
+		}
+		if ni < stop {
+			s := st.lane(int(t / 2))
+			g.state = s
+			if t%2 == 0 {
+				g.buf, g.has32 = uint32(output(s)>>32), true
+			}
+			return
+		}
+		mask = nm
+	}
+}

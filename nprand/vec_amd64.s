@@ -1,71 +1,8 @@
 #include "textflag.h"
+#include "vec_amd64.h"
 
-// The kernels of vec_amd64.go. Sixteen PCG64 lanes live in Z0–Z5 as
-// limbs of 52, 52 and 24 bits (Z0/Z1: bits 0–51 of lanes 0–7/8–15,
-// Z2/Z3: bits 52–103, Z4/Z5: bits 104–127, junk allowed above bit 24),
-// the 16-step map's multiplier in Z6–Z8 and addend in Z9–Z11 (broadcast
-// limbs), the 52-bit mask in Z12.
-
-// LOADLANES loads vecState (DI) into Z0–Z12.
-#define LOADLANES \
-	VMOVDQU64 0(DI), Z0 \
-	VMOVDQU64 64(DI), Z1 \
-	VMOVDQU64 128(DI), Z2 \
-	VMOVDQU64 192(DI), Z3 \
-	VMOVDQU64 256(DI), Z4 \
-	VMOVDQU64 320(DI), Z5 \
-	VPBROADCASTQ 384(DI), Z6 \
-	VPBROADCASTQ 392(DI), Z7 \
-	VPBROADCASTQ 400(DI), Z8 \
-	VPBROADCASTQ 408(DI), Z9 \
-	VPBROADCASTQ 416(DI), Z10 \
-	VPBROADCASTQ 424(DI), Z11 \
-	MOVQ $0x000fffffffffffff, AX \
-	VPBROADCASTQ AX, Z12
-
-// STORELANES stores Z0–Z5 into vecState (DI).
-#define STORELANES \
-	VMOVDQU64 Z0, 0(DI) \
-	VMOVDQU64 Z1, 64(DI) \
-	VMOVDQU64 Z2, 128(DI) \
-	VMOVDQU64 Z3, 192(DI) \
-	VMOVDQU64 Z4, 256(DI) \
-	VMOVDQU64 Z5, 320(DI)
-
-// STEP advances 8 lanes (a0, a1, a2) by the 16-step map, mod 2^128:
-// r0 = c0 + lo(a0m0); r1 = c1 + hi(a0m0) + lo(a0m1) + lo(a1m0);
-// r2 = c2 + hi(a0m1) + hi(a1m0) + lo(a1m1) + lo(a0m2) + lo(a2m0) (terms
-// from bit 156 on vanish mod 2^128), then the carries. r0–r2 and t are
-// scratch.
-#define STEP(a0, a1, a2, r0, r1, r2, t) \
-	VMOVDQA64 Z9, r0 \
-	VPMADD52LUQ Z6, a0, r0 \
-	VMOVDQA64 Z10, r1 \
-	VPMADD52HUQ Z6, a0, r1 \
-	VPMADD52LUQ Z7, a0, r1 \
-	VPMADD52LUQ Z6, a1, r1 \
-	VMOVDQA64 Z11, r2 \
-	VPMADD52HUQ Z7, a0, r2 \
-	VPMADD52HUQ Z6, a1, r2 \
-	VPMADD52LUQ Z7, a1, r2 \
-	VPMADD52LUQ Z8, a0, r2 \
-	VPMADD52LUQ Z6, a2, r2 \
-	VPSRLQ $52, r0, t \
-	VPADDQ t, r1, r1 \
-	VPANDQ Z12, r0, a0 \
-	VPSRLQ $52, r1, t \
-	VPADDQ t, r2, a2 \
-	VPANDQ Z12, r1, a1
-
-// OUT computes PCG64's output of 8 lanes into x: rotate right
-// (hi ^ lo) by hi >> 58, where hi ^ lo = a0 ^ rotl(a1, 52) ^ (a2 << 40)
-// and hi >> 58 = a2 >> 18 (mod 64, as the rotate takes it).
-#define OUT(a0, a1, a2, x, t) \
-	VPROLQ $52, a1, x \
-	VPSLLQ $40, a2, t \
-	VPTERNLOGQ $0x96, a0, t, x \
-	VPSRLQ $18, a2, t \
-	VPRORVQ t, x, x
+// The kernels of vec_amd64.go; the lanes and macros are described in
+// vec_amd64.h.
 
 DATA iota32<>+0(SB)/8, $0x0000000100000000
 DATA iota32<>+8(SB)/8, $0x0000000300000002

@@ -1,6 +1,7 @@
 package nprand
 
 import (
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -226,5 +227,61 @@ func BenchmarkLineKernel(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/draw")
 		})
+	}
+}
+
+// shuffleRef is shuffleLoop on the scalar steps alone (up to 2^32
+// elements).
+func shuffleRef[T int32 | int64](g *Generator, x []T, stop uint64) {
+	stop = max(stop, 1)
+	i := uint64(max(len(x), 1) - 1)
+	if i < stop {
+		return
+	}
+	if g.has32 {
+		g.has32 = false
+		if j := uint64(g.buf & (uint32(1)<<bits.Len64(i) - 1)); j <= i {
+			x[i], x[j] = x[j], x[i]
+			i--
+		}
+	}
+	if i >= stop {
+		shuffleSteps(g, x, i, stop)
+	}
+}
+
+// TestShuffleVecMatchesScalar: the vector shuffle moves the data as the
+// scalar steps do and leaves the generator where they do, for int64 and
+// int32, whole shuffles and tails (stop > 1), fresh and half-used
+// generators.
+func TestShuffleVecMatchesScalar(t *testing.T) {
+	needVec(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	for trial := range 200 {
+		n := skipSizes[trial%len(skipSizes)]
+		if trial >= 2*len(skipSizes) {
+			n = 1 + r.IntN(20_000)
+		}
+		stop := uint64(1)
+		if trial%2 == 1 {
+			stop = 1 + uint64(r.IntN(n))
+		}
+		g := New(r.Uint64())
+		if trial%3 == 1 {
+			g.Uint32()
+		}
+		x64, x32 := make([]int64, n), make([]int32, n)
+		for k := range n {
+			x64[k], x32[k] = int64(k), int32(k)
+		}
+		y64, y32 := slices.Clone(x64), slices.Clone(x32)
+		a, b, c, d := *g, *g, *g, *g
+		shuffleLoop(&a, x64, stop) // the kernel where it pays
+		shuffleLoop(&b, x32, stop)
+		shuffleRef(&c, y64, stop)
+		shuffleRef(&d, y32, stop)
+		if !slices.Equal(x64, y64) || !slices.Equal(x32, y32) || a != c || b != d {
+			t.Fatalf("trial %d (n=%d stop=%d): vector shuffle differs from the scalar steps (generators %+v vs %+v)", trial, n, stop, a, c)
+		}
 	}
 }

@@ -9,3 +9,6 @@ func (g *Generator) skipFast(uint64) bool { return false }
 func (g *Generator) countLineFast(int, int64, int64, int64, int64, []LineHit) (int, []LineHit, bool) {
 	return 0, nil, false
 }
+
+// shuffleFast reports false: only amd64 has the vector kernels.
+func shuffleFast[T int32 | int64](*Generator, []T, uint64, uint64) bool { return false }
