@@ -145,8 +145,10 @@ type Config struct {
 	// still synchronise over the simulated nodes only.
 	Nodes []int
 	// IndexRequests is the number of store requests opening the dataset
-	// makes (0: 2, as stream.Open on a fresh cache: a GET of index.json
-	// and a Stat of it, one after the other).
+	// makes (0: 1, as stream.Open on a fresh cache over S3: a GET of
+	// index.json, whose response tells what a Stat would; stores that do
+	// not say, GCS, Azure, HTTP and files, and tar datasets add a Stat:
+	// 2).
 	IndexRequests int
 	// KeepSteps records every step's wait in the report (memory: 8 bytes
 	// per step and node).
@@ -214,7 +216,7 @@ func (c *Config) indexRequests() int {
 	if c.IndexRequests > 0 {
 		return c.IndexRequests
 	}
-	return 2
+	return 1
 }
 
 // readAhead is how many batches the training loop has requested from the

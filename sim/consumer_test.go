@@ -155,6 +155,7 @@ func TestReadAhead(t *testing.T) {
 			Store:          Store{Latency: 100 * time.Millisecond},
 			StepTime:       Fixed(time.Second),
 			CacheLimit:     500 + 4*1000,
+			IndexRequests:  2, // GET and Stat
 		}
 	}
 	if b := prefetchBudget(cfg(false, 0), 2); b != 0 {

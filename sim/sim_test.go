@@ -28,6 +28,8 @@ func TestHandComputed(t *testing.T) {
 		RankIterator: true,
 		Store:        Store{Latency: 100 * time.Millisecond, BandwidthPerNode: 1000},
 		StepTime:     Fixed(3 * time.Second),
+		// A store whose GET does not tell what a Stat would.
+		IndexRequests: 2,
 	}
 	r, err := Run(context.Background(), c)
 	if err != nil {
@@ -66,6 +68,7 @@ func TestFirstBatchOpensShardsInOrder(t *testing.T) {
 		RankIterator:        true,
 		PrefetchConcurrency: 1,
 		Store:               Store{Latency: 100 * time.Millisecond, BandwidthPerNode: 1000},
+		IndexRequests:       2, // GET and Stat
 	}
 	r, err := Run(context.Background(), c)
 	if err != nil {
@@ -290,6 +293,7 @@ func TestBurstRace(t *testing.T) {
 		PrefetchConcurrency: 4,
 		Predownload:         40,
 		Store:               Store{Latency: 100 * time.Millisecond, BandwidthPerNode: 1000},
+		IndexRequests:       2, // GET and Stat
 		StepTime:            Fixed(time.Second),
 	}
 	r, err := Run(context.Background(), c)
