@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -429,9 +430,10 @@ func shuffledSpan(buf []int64, sp span, g nprand.Generator) []int64 {
 // shuffle stops once those entries are settled (about half the work for a
 // random from), and the entries before from are not meaningful.
 func shuffledSpanTail(buf []int64, sp span, g nprand.Generator, from int64) []int64 {
-	buf = buf[:0]
-	for v := sp.begin; v < sp.end; v++ {
-		buf = append(buf, v)
+	z := max(sp.end-sp.begin, 0)
+	buf = slices.Grow(buf[:0], int(z))[:z]
+	for k := range buf {
+		buf[k] = sp.begin + int64(k)
 	}
 	g.ShuffleInt64Tail(buf, int(from))
 	return buf
