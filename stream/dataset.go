@@ -893,3 +893,24 @@ func (d *Dataset) indexWriteErr() error {
 	}
 	return nil
 }
+
+// cacheErr is what an epoch that read every sample still ends with: the
+// failed write of a stream's index into the cache (see indexWritten), or
+// a failed pass of the cache's registration over the stream's files
+// already on disk (cache.Dataset.Reconcile: a file it could not read or
+// delete), which runs behind the first reads and would otherwise go
+// unreported.
+func (d *Dataset) cacheErr(ctx context.Context) error {
+	if err := d.indexWriteErr(); err != nil {
+		return err
+	}
+	for _, st := range d.streams {
+		if st.cds == nil {
+			continue
+		}
+		if err := st.cds.Reconcile(ctx); err != nil {
+			return fmt.Errorf("stream: %s: checking its cached files: %w", st.remote, err)
+		}
+	}
+	return nil
+}

@@ -62,3 +62,63 @@ func TestIndexWriteFailureFailsTheEpoch(t *testing.T) {
 		}
 	}
 }
+
+// TestReconcileFailureFailsTheEpoch: the cache's pass over a restarted
+// stream's files on disk runs behind the first reads, so a file it cannot
+// check (here a compressed shard's name, which no read needs beside its
+// decompressed copy, taken by a symbolic link to itself) fails no read. The epoch still delivers every sample, then ends with the pass's
+// error naming the file, instead of ending cleanly with it unreported.
+func TestReconcileFailureFailsTheEpoch(t *testing.T) {
+	src := t.TempDir()
+	writeDataset(t, src, spec{samples: 200, payload: 100, sizeLimit: 1500, compression: "zstd"})
+	local := t.TempDir()
+	read := func() (int, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		ds, err := stream.Open(ctx, &stream.Options{Remote: "file://" + src, Local: local, Registry: stores.Default(),
+			Retry: fastRetry(), BatchSize: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ds.Close()
+		ep, err := ds.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 1}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		it, err := ep.RankIter(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		n := 0
+		for it.Next() {
+			n++
+		}
+		return n, it.Err()
+	}
+	if n, err := read(); err != nil || n != 200 {
+		t.Fatalf("first epoch: %d samples, %v", n, err)
+	}
+	zips, err := filepath.Glob(filepath.Join(local, "*.zstd"))
+	if err != nil || len(zips) != 0 {
+		t.Fatalf("compressed files kept after the first epoch: %v %v", zips, err)
+	}
+	raws, err := filepath.Glob(filepath.Join(local, "shard.*.mds"))
+	if err != nil || len(raws) == 0 {
+		t.Fatalf("no decompressed shards cached: %v %v", raws, err)
+	}
+	blocker := raws[0] + ".zstd"
+	if err := os.Symlink(filepath.Base(blocker), blocker); err != nil {
+		t.Fatal(err)
+	}
+	n, err := read()
+	if n != 200 {
+		t.Fatalf("second epoch: %d samples of 200 (%v)", n, err)
+	}
+	if err == nil {
+		t.Fatalf("the epoch ended cleanly although the cache could not check %s", blocker)
+	}
+	if !strings.Contains(err.Error(), filepath.Base(blocker)) {
+		t.Fatalf("error does not name %s: %v", filepath.Base(blocker), err)
+	}
+}

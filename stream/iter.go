@@ -310,7 +310,7 @@ func (it *Iterator) Next() bool {
 		if p >= int64(len(it.ids)) && !it.more() {
 			it.release()
 			if it.err == nil {
-				it.err = it.d.indexWriteErr()
+				it.err = it.d.cacheErr(it.ctx)
 			}
 			return false
 		}
