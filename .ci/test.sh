@@ -41,6 +41,9 @@ step "go test -race"
 go test -race -count=1 -timeout 20m ./...
 # The libjpeg-turbo decoder (cgo, behind the libjpeg build tag).
 go test -race -count=1 -tags libjpeg ./vision/...
+# The order code once more on nprand's scalar path, which a CPU with
+# AVX-512 IFMA (where the kernels run) would otherwise never test.
+GODEBUG=cpu.avx512ifma=off go test -count=1 ./nprand/... ./shuffle/... ./plan/...
 
 step "fuzz (short)"
 bash .ci/fuzz.sh
