@@ -209,17 +209,18 @@ func b2i(b bool) int {
 	return 0
 }
 
-// sortKept sorts kept, whose entries come in ascending j with positions in
-// [x0, x1), by (position, j): a stable counting sort on about len(kept)
-// equal slices of [x0, x1), then an insertion sort of each slice's few
-// entries (stable, so equal positions stay in j order). It replaces a
-// comparison sort of the ~20k entries a resume keeps.
-func sortKept(kept []jPos, x0, x1 float64) {
+// sortKept returns kept, whose entries come in ascending j with positions
+// in [x0, x1), sorted by (position, j): a stable counting sort on about
+// len(kept) equal slices of [x0, x1) into a new slice, which it returns
+// (short inputs are sorted in place instead), then an insertion sort of
+// each slice's few entries (stable, so equal positions stay in j order). It
+// replaces a comparison sort of the ~20k entries a resume keeps.
+func sortKept(kept []jPos, x0, x1 float64) []jPos {
 	n := len(kept)
 	scale := float64(n) / (x1 - x0)
 	if n < 64 || !(scale > 0) || math.IsInf(scale, 0) {
 		slices.SortStableFunc(kept, func(u, v jPos) int { return cmp.Compare(u.p, v.p) })
-		return
+		return kept
 	}
 	// key is monotone in p: a float subtraction and multiplication by a
 	// positive constant never reverse an order, nor does truncation.
@@ -228,8 +229,12 @@ func sortKept(kept []jPos, x0, x1 float64) {
 	for _, x := range kept {
 		cnt[key(x.p)+1]++
 	}
-	for k := 1; k <= n; k++ {
-		cnt[k] += cnt[k-1]
+	// The running sum in a register: summing in memory makes each step
+	// wait for the previous one's store.
+	var sum int32
+	for k, c := range cnt {
+		sum += c
+		cnt[k] = sum
 	}
 	tmp := make([]jPos, n)
 	for _, x := range kept {
@@ -239,8 +244,12 @@ func sortKept(kept []jPos, x0, x1 float64) {
 	}
 	// cnt[k] is now the end of slice k; sort each slice in place.
 	start := 0
-	for k := range n {
-		end := int(cnt[k])
+	for _, c := range cnt[:n] {
+		end := int(c)
+		if end-start < 2 {
+			start = end
+			continue
+		}
 		b := tmp[start:end]
 		for a := 1; a < len(b); a++ {
 			v := b[a]
@@ -252,5 +261,5 @@ func sortKept(kept []jPos, x0, x1 float64) {
 		}
 		start = end
 	}
-	copy(kept, tmp)
+	return tmp
 }

@@ -108,8 +108,7 @@ func TestSortKept(t *testing.T) {
 			}
 			return cmp.Compare(u.j, v.j)
 		})
-		sortKept(kept, x0, x1)
-		if !slices.Equal(kept, want) {
+		if got := sortKept(kept, x0, x1); !slices.Equal(got, want) {
 			t.Fatalf("case %d (n=%d, width %g): order differs", it, n, w)
 		}
 	}

@@ -109,7 +109,7 @@ func (e *py1e) sparseSel(c int, lo, hi int64) ([]jPos, bool) {
 		below, kept = e.countKeep(c, x0, x1, kept[:0])
 		n := int64(len(kept))
 		if below <= lo && below+n >= hi {
-			sortKept(kept, x0, x1)
+			kept = sortKept(kept, x0, x1)
 			e.sparseStore(c, below, kept)
 			return kept[lo-below : hi-below], true
 		}
