@@ -199,7 +199,14 @@ type layout struct {
 }
 
 func newLayout(infos []streamInfo) layout {
-	var l layout
+	shards := 0
+	for _, s := range infos {
+		shards += len(s.shardSizes)
+	}
+	l := layout{
+		shardSizes:  make([]int64, 0, shards),
+		shardStream: make([]int32, 0, shards),
+	}
 	for si, s := range infos {
 		for _, z := range s.shardSizes {
 			l.shardSizes = append(l.shardSizes, z)
