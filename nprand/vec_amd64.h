@@ -65,3 +65,36 @@
 	VPSRLQ $18, a2, t \
 	VPRORVQ t, x, x
 
+// ACCEPTED leaves in AX the mask of the accepted tries among the 16
+// dwords of x (a half block, i in SI): try t is certainly accepted when
+// its value is <= i - t and certainly rejected when > i; the tries
+// between are resolved in order, without branches on the outcome. v and
+// off: a scratch register for the values and their stack offset; rl and
+// rn: labels unique to the call site. The shared part of skipVec's HALF
+// (vec_amd64.s) and shuffleVec's HALFJ (vec_shuffle_amd64.s).
+#define ACCEPTED(x, v, off, rl, rn) \
+	VPANDD Z15, x, v \
+	VPBROADCASTD SI, Z28 \
+	VPSUBD Z13, Z28, Z26 \
+	VPCMPUD $2, Z26, v, K1 \
+	VPCMPUD $2, Z28, v, K3 \
+	KMOVW K1, AX \
+	KMOVW K3, CX \
+	XORQ AX, CX \
+	JZ rn \
+	VMOVDQU32 v, off(SP) \
+rl: \
+	TZCNTQ CX, R8 \
+	MOVL off(SP)(R8*4), R9 \
+	BLSMSKQ CX, R10 \
+	ANDQ AX, R10 \
+	POPCNTQ R10, R10 \
+	MOVQ SI, R11 \
+	SUBQ R10, R11 \
+	MOVQ AX, R10 \
+	BTSQ R8, R10 \
+	CMPQ R9, R11 \
+	CMOVQLS R10, AX \
+	BLSRQ CX, CX \
+	JNZ rl \
+rn:

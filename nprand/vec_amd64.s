@@ -39,31 +39,7 @@ GLOBL iota64<>(SB), RODATA|NOPTR, $64
 // branches on the outcome. Then i -= the accepted tries. v and off: a
 // scratch register and the stack offset for the values.
 #define HALF(x, v, off, rl, rn) \
-	VPANDD Z15, x, v \
-	VPBROADCASTD SI, Z28 \
-	VPSUBD Z13, Z28, Z26 \
-	VPCMPUD $2, Z26, v, K1 \
-	VPCMPUD $2, Z28, v, K3 \
-	KMOVW K1, AX \
-	KMOVW K3, CX \
-	XORQ AX, CX \
-	JZ rn \
-	VMOVDQU32 v, off(SP) \
-rl: \
-	TZCNTQ CX, R8 \
-	MOVL off(SP)(R8*4), R9 \
-	BLSMSKQ CX, R10 \
-	ANDQ AX, R10 \
-	POPCNTQ R10, R10 \
-	MOVQ SI, R11 \
-	SUBQ R10, R11 \
-	MOVQ AX, R10 \
-	BTSQ R8, R10 \
-	CMPQ R9, R11 \
-	CMOVQLS R10, AX \
-	BLSRQ CX, CX \
-	JNZ rl \
-rn: \
+	ACCEPTED(x, v, off, rl, rn) \
 	POPCNTQ AX, AX \
 	SUBQ AX, SI
 
