@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -594,6 +595,15 @@ func (it *Iterator) walk(moved bool) {
 	if moved {
 		pf.moved.Store(true)
 	}
+	if it.d.cache.Limit() == 0 {
+		// Without a limit nothing is refused or evicted: what the walk
+		// starts depends on the consumer's position alone, whoever walks.
+		// A walk in progress on a fetch's goroutine (admitting the
+		// fetches its end freed slots for, ~1 ms each) walks once more
+		// from the new position instead of holding the consumer back.
+		pf.kick()
+		return
+	}
 	pf.mu.Lock()
 	pf.again.Store(false)
 	pf.walkLocked()
@@ -685,6 +695,11 @@ func (pf *prefetcher) walkLocked() {
 			pf.inflight.Add(-1)
 			pf.kick()
 		})
+		// The fetch's goroutine, just started, sends its request before
+		// the next fetch is admitted (each admission is a few file system
+		// calls): the eight requests of a walk go out as they are
+		// admitted, not after the last admission.
+		runtime.Gosched()
 	}
 }
 
