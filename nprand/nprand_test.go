@@ -392,3 +392,53 @@ func BenchmarkShuffleSpan(b *testing.B) {
 		g.ShuffleInt64(x)
 	}
 }
+
+// TestAdvanceJump: a precomputed jump moves a generator as Advance does,
+// on its own stream and (recomputing) on another.
+func TestAdvanceJump(t *testing.T) {
+	for _, n := range []uint64{0, 1, 2, 3, 4095, 4096, 1 << 40, 1<<64 - 1} {
+		g := nprand.New(n ^ 99)
+		j := g.JumpOf(n)
+		for range 3 {
+			a, b := *g, *g
+			a.Advance(n)
+			b.AdvanceJump(&j)
+			if a != b {
+				t.Fatalf("n=%d: jump left %+v, Advance %+v", n, b, a)
+			}
+			g.Uint64()
+		}
+		h := nprand.New(n + 12345)
+		a, b := *h, *h
+		a.Advance(n)
+		b.AdvanceJump(&j)
+		if a != b {
+			t.Fatalf("n=%d, other stream: jump left %+v, Advance %+v", n, b, a)
+		}
+	}
+}
+
+// BenchmarkSkipShuffles skips the shuffles of 256 spans of 4096 samples
+// (a 1M-sample node of a py1e epoch), one SkipShuffle after the other
+// and with SkipShuffles.
+func BenchmarkSkipShuffles(b *testing.B) {
+	const spans, size = 256, 4096
+	b.Run("each", func(b *testing.B) {
+		g := nprand.New(1)
+		cpu := cputime.Process()
+		for b.Loop() {
+			for range spans {
+				g.SkipShuffle(size)
+			}
+		}
+		reportCPU(b, cpu)
+	})
+	b.Run("runs", func(b *testing.B) {
+		g := nprand.New(1)
+		cpu := cputime.Process()
+		for b.Loop() {
+			g.SkipShuffles(spans, func(int) int { return size }, func(int, nprand.Generator) {})
+		}
+		reportCPU(b, cpu)
+	})
+}

@@ -146,6 +146,41 @@ func (g *Generator) Float64() float64 {
 	return float64(int64(g.Uint64()>>11)) * (1.0 / 9007199254740992.0) // int64: a plain conversion (the value is < 2^53)
 }
 
+// Jump is Advance(n) for one stream, computed once: the map x -> m·x + c
+// that n steps of the LCG make. A resume advances past every span of an
+// epoch, mostly spans of one size, so the map is reused.
+type Jump struct {
+	n, incHi, incLo uint64
+	m, c            u128
+}
+
+// JumpOf returns the jump of n steps on g's stream.
+func (g *Generator) JumpOf(n uint64) Jump {
+	h := Generator{state: u128{0, 0}, inc: g.inc}
+	h.Advance(n) // from state 0: the addend
+	k := Generator{state: u128{0, 1}, inc: g.inc}
+	k.Advance(n) // from state 1: multiplier + addend
+	m := u128{}
+	m.lo, m.hi = k.state.lo-h.state.lo, k.state.hi-h.state.hi
+	if k.state.lo < h.state.lo {
+		m.hi--
+	}
+	return Jump{n: n, incHi: g.inc.hi, incLo: g.inc.lo, m: m, c: h.state}
+}
+
+// Steps returns the number of steps j makes.
+func (j *Jump) Steps() uint64 { return j.n }
+
+// AdvanceJump is Advance(j's n) when j is for g's stream (else it
+// computes that Advance).
+func (g *Generator) AdvanceJump(j *Jump) {
+	if j.incHi != g.inc.hi || j.incLo != g.inc.lo {
+		g.Advance(j.n)
+		return
+	}
+	g.state = add128(mul128(j.m, g.state), j.c)
+}
+
 // Advance moves the generator n steps ahead in O(log n), as if Uint64 had
 // been called n times. The buffered 32-bit half is left as it is (numpy's
 // PCG64.advance clears it; callers here use Advance only to skip runs of

@@ -46,6 +46,21 @@ func (g *Generator) SkipShuffle(n int) {
 	}
 }
 
+// SkipShuffles makes the draws of SkipShuffle(size(k)) for k = 0, 1, …,
+// count-1 in turn, calling at(k, g) with the generator as it is before
+// shuffle k (a copy, which at may keep); g ends after the last shuffle.
+// On CPUs with AVX-512 IFMA the vector kernel's lanes go on from one
+// shuffle to the next instead of being set up for each (see skipsFast).
+func (g *Generator) SkipShuffles(count int, size func(k int) int, at func(k int, g Generator)) {
+	if g.skipsFast(count, size, at) {
+		return
+	}
+	for k := range count {
+		at(k, *g)
+		g.SkipShuffle(size(k))
+	}
+}
+
 // skipStart makes the steps of a shuffle of n elements that do not fit
 // the 32-bit loops (64-bit draws for more than 2^32 elements, then the
 // buffered 32-bit half) and returns the next step's i (0: done). has32 is

@@ -81,12 +81,13 @@ sl: \
 	SLOWHALF(x, off, from, to, lp, nx) \
 fl:
 
-// func skipVec(st *vecState, i, mask uint64, blocks int) (t, iOut, maskOut uint64)
+// func skipVec(st *vecState, i, mask uint64, blocks, from int) (t, iOut, maskOut uint64)
 //
 // SI = i, DX = mask, R12 = floor = (mask+1)/2, R13 = blocks left. The 32
 // tries of a block are the dwords of the two output registers, in order
-// (the lower half of each draw first).
-TEXT ·skipVec(SB), NOSPLIT, $128-56
+// (the lower half of each draw first). The first block's tries before
+// from (0–32) are not made: they belong to what the lanes drew before.
+TEXT ·skipVec(SB), NOSPLIT, $128-64
 	MOVQ st+0(FP), DI
 	MOVQ i+8(FP), SI
 	MOVQ mask+16(FP), DX
@@ -96,29 +97,45 @@ TEXT ·skipVec(SB), NOSPLIT, $128-56
 	SHRQ $1, R12
 	VMOVDQU32 iota32<>+0(SB), Z13
 	VPBROADCASTD DX, Z15
+	MOVQ from+32(FP), R14
+	TESTQ R14, R14
+	JZ sblock
+	CMPQ R14, $32
+	JAE sstep
+	// The first block from try from, one by one.
+	OUT(Z0, Z2, Z4, Z24, Z26)
+	OUT(Z1, Z3, Z5, Z25, Z27)
+	CMPQ R14, $16
+	JAE sfirstb
+	SLOWHALF(Z24, 0, R14, $16, sfla, sfxa)
+	MOVQ $16, R14
+sfirstb:
+	SLOWHALF(Z25, 64, R14, $32, sflb, sfxb)
+	JMP sstep
 
 sblock:
 	OUT(Z0, Z2, Z4, Z24, Z26)
 	OUT(Z1, Z3, Z5, Z25, Z27)
 	SELHALF(Z24, Z29, 0, $0, $16, sfa, ssa, sla, sra, srna, sxa)
 	SELHALF(Z25, Z30, 64, $16, $32, sfb, ssb, slb, srb, srnb, sxb)
+sstep:
 	STEP(Z0, Z2, Z4, Z16, Z17, Z18, Z19)
 	STEP(Z1, Z3, Z5, Z20, Z21, Z22, Z23)
 	DECQ R13
 	JNZ sblock
 	// Out of blocks: the lanes are at the next block, i > 0.
 	STORELANES
-	MOVQ $32, t+32(FP)
-	MOVQ SI, iOut+40(FP)
-	MOVQ DX, maskOut+48(FP)
+	MOVQ $32, t+40(FP)
+	MOVQ SI, iOut+48(FP)
+	MOVQ DX, maskOut+56(FP)
 	VZEROUPPER
 	RET
 
 sdone:
 	STORELANES
-	MOVQ R8, t+32(FP)
-	MOVQ $0, iOut+40(FP)
-	MOVQ DX, maskOut+48(FP)
+	MOVQ R8, t+40(FP)
+	MOVQ $0, iOut+48(FP)
+	MOVQ DX, maskOut+56(FP)
 	VZEROUPPER
 	RET
 

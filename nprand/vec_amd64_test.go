@@ -110,6 +110,63 @@ func TestSkipVecMatchesScalar(t *testing.T) {
 	}
 }
 
+// TestSkipShufflesMatchesScalar: SkipShuffles on live lanes reports the
+// generator before each shuffle and leaves it after the last exactly as
+// scalar skips one after the other do, for runs of many lengths (empty,
+// single, short, the kernel's thresholds, long) from fresh and half-used
+// generators, with the kernel returning after every block, every other
+// block or as usual.
+func TestSkipShufflesMatchesScalar(t *testing.T) {
+	needVec(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	for trial := range 60 {
+		sizes := make([]int, 1+r.IntN(80))
+		for k := range sizes {
+			switch r.IntN(6) {
+			case 0:
+				sizes[k] = r.IntN(3) // no draws
+			case 1:
+				sizes[k] = 1 + r.IntN(2*skipVecMin)
+			case 2:
+				sizes[k] = skipSizes[r.IntN(len(skipSizes)-1)] // not the 1<<20 one
+			default:
+				sizes[k] = 1 + r.IntN(9000)
+			}
+		}
+		g := New(r.Uint64())
+		if trial%3 == 1 {
+			g.Uint32()
+		}
+		want := make([]Generator, len(sizes))
+		a := *g
+		for k, n := range sizes {
+			want[k] = a
+			if i := a.skipStart(n); i > 0 {
+				a.skipLoop(i)
+			}
+		}
+		b := *g
+		var got []Generator
+		b.skipsVector(len(sizes), func(k int) int { return sizes[k] }, func(k int, g Generator) {
+			if k != len(got) {
+				t.Fatalf("at(%d) after %d calls", k, len(got))
+			}
+			got = append(got, g)
+		}, []int{1, 2, vecBlocks}[trial%3])
+		for k := range sizes {
+			if got[k] != want[k] {
+				t.Fatalf("trial %d, before shuffle %d (sizes %v): %+v, scalar %+v", trial, k, sizes[:k+1], got[k], want[k])
+			}
+		}
+		if a != b {
+			t.Fatalf("trial %d: after the shuffles %+v, scalar %+v", trial, b, a)
+		}
+		if x, y := a.Uint32(), b.Uint32(); x != y {
+			t.Fatalf("trial %d: next draw %#x vs %#x", trial, y, x)
+		}
+	}
+}
+
 // TestSkipVecBands runs the kernel from every i near the band edges
 // (where its half blocks switch between the counted and the try-by-try
 // path).

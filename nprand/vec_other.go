@@ -5,6 +5,9 @@ package nprand
 // skipFast reports false: only amd64 has the vector kernels.
 func (g *Generator) skipFast(uint64) bool { return false }
 
+// skipsFast reports false: only amd64 has the vector kernels.
+func (g *Generator) skipsFast(int, func(int) int, func(int, Generator)) bool { return false }
+
 // countLineFast reports false: only amd64 has the vector kernels.
 func (g *Generator) countLineFast(int, int64, int64, int64, int64, []LineHit) (int, []LineHit, bool) {
 	return 0, nil, false

@@ -1,6 +1,10 @@
 package shuffle
 
-import "math"
+import (
+	"math"
+
+	"github.com/sluicedata/sluice/nprand"
+)
 
 // ready prepares canonical nodes [0, c] if they are not yet. The epoch
 // generator runs through the nodes in order, so node c needs every node
@@ -25,13 +29,14 @@ func (e *py1e) prepareNode(c int) {
 	lo, hi := e.lo, e.hi
 	g := e.next
 	first, last := l.nodeSpan[c], l.nodeSpan[c+1]
-	for i := first; i < last; i++ {
-		e.shufCk[i] = g
-		g.SkipShuffle(int(l.spans[i].size()))
-	}
+	// One run over the node's spans (the vector kernel's lanes go on from
+	// span to span), recording each span's checkpoint.
+	g.SkipShuffles(last-first, func(k int) int { return int(l.spans[first+k].size()) },
+		func(k int, h nprand.Generator) { e.shufCk[first+k] = h })
 	m := l.spanPos[last] - l.spanPos[first]
 	var off int64
 	var maxShift float64
+	var jump nprand.Jump // the spans' uniform draws: mostly one size
 	for i := first; i < last; i++ {
 		z := l.spans[i].size()
 		r := lo + int64(g.Bounded(uint64(hi-1-lo)))
@@ -43,7 +48,10 @@ func (e *py1e) prepareNode(c int) {
 		ub := min(cut, float64(m-off-z))
 		e.low[i], e.width[i] = lb, ub-lb
 		e.uniCk[i] = g
-		g.Advance(uint64(z))
+		if i == first || uint64(z) != jump.Steps() {
+			jump = g.JumpOf(uint64(z))
+		}
+		g.AdvanceJump(&jump)
 		maxShift = max(maxShift, -lb, ub)
 		off += z
 	}
