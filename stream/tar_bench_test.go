@@ -22,6 +22,7 @@ import (
 	"github.com/sluicedata/sluice/plan"
 	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/storage/filestore"
+	"github.com/sluicedata/sluice/storage/memstore"
 	"github.com/sluicedata/sluice/storage/s3store"
 	"github.com/sluicedata/sluice/stream"
 )
@@ -162,11 +163,13 @@ func BenchmarkWarmTarVsMDS(b *testing.B) {
 }
 
 // BenchmarkTarIndexBuild indexes 64 MB tars of 20 KB members from the
-// loopback S3 server (SLUICE_TEST_S3_*; skipped without one) and from a
-// local directory, and reports tars/s. The s3-get case reads the same
-// tars whole, one GET each through a 1 MiB buffer, 16 at once, and
-// discards them: the floor an index build of dense tars cannot go under,
-// since every byte of such a tar crosses the socket.
+// loopback S3 server (SLUICE_TEST_S3_*; skipped without one), from a
+// local directory and, with SLUICE_BENCH_MEMSTORE set, from memory, and
+// reports tars/s and CPU per tar. The s3-get case reads the same tars
+// whole, one GET each through a 1 MiB buffer, 16 at once, and discards
+// them: the floor an index build of dense tars cannot go under, since
+// every byte of such a tar crosses the socket. SLUICE_BENCH_TARS sets the
+// number of tars (16).
 func BenchmarkTarIndexBuild(b *testing.B) {
 	shards := 16
 	if v := os.Getenv("SLUICE_BENCH_TARS"); v != "" {
@@ -180,6 +183,13 @@ func BenchmarkTarIndexBuild(b *testing.B) {
 		b.Fatal(err)
 	}
 	buckets["filestore"] = fb
+	if os.Getenv("SLUICE_BENCH_MEMSTORE") != "" {
+		// The same tars in memory: the index build's own CPU, without
+		// sockets or files (compare cpu-ms/tar across builds).
+		mb := memstore.New("bench")
+		uploadDir(b, src, mb)
+		buckets["memstore"] = mb
+	}
 	if ep := os.Getenv("SLUICE_TEST_S3_ENDPOINT"); ep != "" {
 		bk, err := s3store.New(context.Background(), os.Getenv("SLUICE_TEST_S3_BUCKET"),
 			fmt.Sprintf("bench/tarindex-%d", time.Now().UnixNano()), &s3store.Options{
@@ -193,7 +203,7 @@ func BenchmarkTarIndexBuild(b *testing.B) {
 		uploadDir(b, src, bk)
 		buckets["s3"], buckets["s3-get"] = bk, bk
 	}
-	for _, name := range []string{"filestore", "s3", "s3-get"} {
+	for _, name := range []string{"memstore", "filestore", "s3", "s3-get"} {
 		bk, ok := buckets[name]
 		if !ok {
 			continue
@@ -220,12 +230,14 @@ func BenchmarkTarIndexBuild(b *testing.B) {
 			}
 			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tars/s")
 			// CPU per tar, less sensitive than tars/s to other load on a
-			// shared machine: this process's, and the S3 server's when
-			// SLUICE_BENCH_S3_PID names it.
+			// shared machine: this process's (user+system, and system
+			// alone), and the S3 server's (see serverPID).
 			b.ReportMetric((processCPU(0)-cpu0).Seconds()*1e3/float64(n), "cpu-ms/tar")
 			b.ReportMetric((processSys()-sys0).Seconds()*1e3/float64(n), "sys-ms/tar")
 			if pid := serverPID(name); pid > 0 {
 				b.ReportMetric((processCPU(pid)-srv0).Seconds()*1e3/float64(n), "server-cpu-ms/tar")
+			} else if strings.HasPrefix(name, "s3") {
+				b.Log("no server-cpu-ms/tar: set SLUICE_BENCH_S3_PID to the S3 server's PID, or run under .ci/with-services.sh")
 			}
 		})
 	}
@@ -287,12 +299,35 @@ func profileCPU(b *testing.B, name string) func() {
 	}
 }
 
-// serverPID returns the S3 server's process ID for the s3 case, from
-// SLUICE_BENCH_S3_PID (0 when unset).
+// serverPID returns the S3 server's process ID for the s3 cases: from
+// SLUICE_BENCH_S3_PID when set, else from the pid file that
+// .ci/with-services.sh's versitygw leaves in $SLUICE_CI_DIR (checked to be
+// a running versitygw); 0 when neither names a process. (A PID taken from
+// `pgrep -f versitygw` may name the shell that ran pgrep, or another
+// session's server: the reported server CPU was then 0.)
 func serverPID(name string) int {
+	if !strings.HasPrefix(name, "s3") {
+		return 0
+	}
 	pid := 0
-	if strings.HasPrefix(name, "s3") {
-		fmt.Sscan(os.Getenv("SLUICE_BENCH_S3_PID"), &pid)
+	if v := os.Getenv("SLUICE_BENCH_S3_PID"); v != "" {
+		fmt.Sscan(v, &pid)
+		return pid
+	}
+	dir := os.Getenv("SLUICE_CI_DIR")
+	if dir == "" {
+		return 0
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "s3.pid"))
+	if err != nil {
+		return 0
+	}
+	if _, err := fmt.Sscan(string(b), &pid); err != nil || pid <= 0 {
+		return 0
+	}
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil || strings.TrimSpace(string(comm)) != "versitygw" {
+		return 0
 	}
 	return pid
 }

@@ -1,12 +1,10 @@
 package stream
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -137,13 +135,23 @@ func TarShardInfo(key string, size int64, s wds.Summary) format.ShardInfo {
 	}
 }
 
-// scanTar summarises one shard through ranged reads, buffered by rb.
+// scanTar summarises one shard through ranged reads, buffered by rb. The
+// first request reads the whole object: a store that describes the object
+// in its answer (storage.InfoReader) needs no Stat request first.
 func scanTar(ctx context.Context, b storage.Bucket, key string, ro *wds.ReaderOptions, rb *readBuffers) (wds.Summary, int64, error) {
-	info, err := b.Stat(ctx, key)
+	rc, err := b.NewRangeReader(ctx, key, 0, -1)
 	if err != nil {
 		return wds.Summary{}, 0, fmt.Errorf("stream: tar shard %s: %w", b.URL(key), err)
 	}
+	info, ok := storage.ReaderInfo(rc)
+	if !ok {
+		if info, err = b.Stat(ctx, key); err != nil {
+			rc.Close()
+			return wds.Summary{}, 0, fmt.Errorf("stream: tar shard %s: %w", b.URL(key), err)
+		}
+	}
 	r := &rangeReader{ctx: ctx, b: b, key: key, size: info.Size, readBuffers: rb}
+	r.adopt(rc)
 	defer r.Close()
 	s, err := wds.Scan(r, ro)
 	if err != nil {
@@ -160,144 +168,6 @@ func withShardName(err error, name string) error {
 		return ce
 	}
 	return fmt.Errorf("stream: tar shard %s: %w", name, err)
-}
-
-// rangeReader reads an object sequentially through ranged requests and
-// seeks by reading through short gaps or starting a new request past long
-// ones. Reads past the object's size return io.EOF.
-type rangeReader struct {
-	ctx  context.Context
-	b    storage.Bucket
-	key  string
-	size int64
-	pos  int64         // logical position
-	body *bufio.Reader // buffered body of the open request, positioned at at
-	rc   io.ReadCloser // the open request
-	at   int64
-	from int64 // where the open request started
-	reqs int   // requests made, for tests
-	*readBuffers
-}
-
-// readBuffers are a rangeReader's buffers, reused across its requests and,
-// through BuildTarIndex's pool, across shards. A nil buffer is made on
-// first use.
-type readBuffers struct {
-	buf *bufio.Reader // over the open request
-	big *bufio.Reader // over buf once a request reads densely
-}
-
-// readBuffer is the ranged tar reader's buffer: member data inside it is
-// skipped without being copied out. It stays small so that a request
-// that ends at the next long gap has fetched little past the header.
-const readBuffer = 64 << 10
-
-// A request read through for denseAfter bytes (an archive of small
-// members, read whole) continues through a buffer of readBufferDense
-// bytes: fewer, larger reads. 1 MiB instead of 64 KiB took the client's
-// CPU per 64 MB tar of 20 KB members from the loopback S3 server from
-// 31–34 ms to 24–27 ms (BenchmarkTarIndexBuild cpu-ms/tar).
-const (
-	denseAfter      = 4 << 20
-	readBufferDense = 1 << 20
-)
-
-func (r *rangeReader) Read(p []byte) (int, error) {
-	if r.pos >= r.size {
-		return 0, io.EOF
-	}
-	if r.body != nil && (r.pos < r.at || r.pos-r.at > seekGap) {
-		r.Close()
-	}
-	if r.body == nil {
-		rc, err := r.b.NewRangeReader(r.ctx, r.key, r.pos, r.size-r.pos)
-		if err != nil {
-			return 0, err
-		}
-		if r.readBuffers == nil {
-			r.readBuffers = new(readBuffers)
-		}
-		if r.buf == nil {
-			r.buf = bufio.NewReaderSize(rc, readBuffer)
-		} else {
-			r.buf.Reset(rc)
-		}
-		r.rc, r.body, r.at, r.from = rc, r.buf, r.pos, r.pos
-		r.reqs++
-	}
-	if r.body == r.buf && r.at-r.from >= denseAfter {
-		// Reading through: larger reads from here on (buf's buffered
-		// bytes come first, then big reads pass through it).
-		if r.big == nil {
-			r.big = bufio.NewReaderSize(r.buf, readBufferDense)
-		} else {
-			r.big.Reset(r.buf)
-		}
-		r.body = r.big
-	}
-	if r.pos > r.at {
-		n, err := r.body.Discard(int(r.pos - r.at))
-		r.at += int64(n)
-		if err != nil {
-			return 0, unexpectedEOF(err)
-		}
-	}
-	if max := r.size - r.pos; int64(len(p)) > max {
-		p = p[:max]
-	}
-	n, err := r.body.Read(p)
-	r.pos += int64(n)
-	r.at += int64(n)
-	if err == io.EOF && r.pos < r.size {
-		return n, io.ErrUnexpectedEOF
-	}
-	if err == io.EOF {
-		err = nil
-	}
-	return n, err
-}
-
-func unexpectedEOF(err error) error {
-	if err == io.EOF {
-		return io.ErrUnexpectedEOF
-	}
-	return err
-}
-
-func (r *rangeReader) Seek(off int64, whence int) (int64, error) {
-	switch whence {
-	case io.SeekCurrent:
-		off += r.pos
-	case io.SeekEnd:
-		off += r.size
-	}
-	if off < 0 {
-		return r.pos, errors.New("stream: seek before the start")
-	}
-	r.pos = off
-	return off, nil
-}
-
-// drainLimit is the most unread bytes Close reads through to the end of a
-// request, so that its connection goes back to the pool: a body closed
-// before its end tears the connection down, and the next request dials a
-// new one. A scan stops at the end-of-archive blocks, just short of the
-// body's end (the end of file was never read), or before trailing record
-// padding.
-const drainLimit = 64 << 10
-
-func (r *rangeReader) Close() error {
-	if r.rc != nil {
-		if r.size-r.at <= drainLimit {
-			// Best effort: the bytes are discarded, a failure only costs
-			// the connection.
-			io.Copy(io.Discard, io.LimitReader(r.body, drainLimit+1))
-		}
-		err := r.rc.Close()
-		r.rc, r.body = nil, nil
-		return err
-	}
-	return nil
 }
 
 // listTars returns the keys of the .tar objects under b, sorted.

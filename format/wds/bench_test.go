@@ -3,6 +3,7 @@ package wds_test
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"testing"
 
 	"github.com/sluicedata/sluice/format/wds"
@@ -57,12 +58,25 @@ func BenchmarkScan(b *testing.B) {
 	}
 	w.Close()
 	data := buf.Bytes()
-	b.ReportAllocs()
-	for b.Loop() {
-		s, err := wds.Scan(bytes.NewReader(data), nil)
-		if err != nil || s.Samples != n {
-			b.Fatal(s, err)
+	for _, inPlace := range []bool{false, true} {
+		name := "read"
+		if inPlace {
+			name = "in-place"
 		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var r io.Reader = bytes.NewReader(data)
+				if inPlace {
+					r = &inPlaceReader{Reader: bytes.NewReader(data), data: data}
+				}
+				s, err := wds.Scan(r, nil)
+				if err != nil || s.Samples != n {
+					b.Fatal(s, err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/tar")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
+		})
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/tar")
 }

@@ -2,6 +2,7 @@ package wds
 
 import (
 	"archive/tar"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -76,7 +77,7 @@ func (r *Reader) readMemberFast() (*member, error) {
 // number of data bytes that follow (0 for header-only types).
 func parseFastHeader(h []byte) (typ byte, name string, size int64, ok bool) {
 	sum := blockSum((*[512]byte)(h)) - blockSum8(h[148:156]) + 8*' '
-	chk, ok := fastOctal(h[148:156])
+	chk, ok := chksumOctal(h[148:156])
 	if !ok || chk != sum {
 		return 0, "", 0, false
 	}
@@ -88,21 +89,16 @@ func parseFastHeader(h []byte) (typ byte, name string, size int64, ok bool) {
 	if ustar && string(h[508:512]) == "tar\x00" { // star
 		return 0, "", 0, false
 	}
-	for _, f := range [][2]int{{100, 108}, {108, 116}, {116, 124}, {136, 148}, {329, 337}, {337, 345}} {
-		if _, ok := fastOctal(h[f[0]:f[1]]); !ok {
-			return 0, "", 0, false
-		}
+	// Mode, uid, gid, mtime, devmajor, devminor: archive/tar parses them,
+	// and fails on a malformed one.
+	if !octal8(h[100:108]) || !octal8(h[108:116]) || !octal8(h[116:124]) || !octal12(h[136:148]) ||
+		!octal8(h[329:337]) || !octal8(h[337:345]) {
+		return 0, "", 0, false
 	}
-	if gnu {
-		for _, f := range [][2]int{{345, 357}, {357, 369}} {
-			if h[f[0]] != 0 {
-				if _, ok := fastOctal(h[f[0]:f[1]]); !ok {
-					return 0, "", 0, false
-				}
-			}
-		}
+	if gnu && (h[345] != 0 && !octal12(h[345:357]) || h[357] != 0 && !octal12(h[357:369])) {
+		return 0, "", 0, false // atime, ctime
 	}
-	size, ok = fastOctal(h[124:136])
+	size, ok = sizeOctal(h[124:136])
 	if !ok {
 		return 0, "", 0, false
 	}
@@ -126,6 +122,58 @@ func parseFastHeader(h []byte) (typ byte, name string, size int64, ok bool) {
 		return 0, "", 0, false
 	}
 	return typ, name, size, true
+}
+
+// octal8 and octal12 report whether fastOctal accepts the 8- or 12-byte
+// numeric field b, checking the form tar writers use (digits, then one
+// NUL or space) eight bytes at a time, and calling fastOctal otherwise.
+func octal8(b []byte) bool {
+	x := binary.LittleEndian.Uint64(b[:8])
+	if t := x >> 56; (t == 0 || t == ' ') && x&0x00f8f8f8f8f8f8f8 == 0x0030303030303030 {
+		return true
+	}
+	_, ok := fastOctal(b)
+	return ok
+}
+
+func octal12(b []byte) bool {
+	x := binary.LittleEndian.Uint64(b[:8])
+	y := binary.LittleEndian.Uint32(b[8:12])
+	if t := y >> 24; (t == 0 || t == ' ') && x&0xf8f8f8f8f8f8f8f8 == 0x3030303030303030 && y&0x00f8f8f8 == 0x00303030 {
+		return true
+	}
+	_, ok := fastOctal(b)
+	return ok
+}
+
+// chksumOctal is fastOctal for the 8-byte checksum field, quicker in the
+// form tar writers use: six digits, then NUL and space (or two NULs or
+// spaces).
+func chksumOctal(b []byte) (int64, bool) {
+	x := binary.LittleEndian.Uint64(b[:8])
+	if t, u := x>>48&0xff, x>>56; (t == 0 || t == ' ') && (u == 0 || u == ' ') && x&0x0000f8f8f8f8f8f8 == 0x0000303030303030 {
+		var n int64
+		for _, c := range b[:6] {
+			n = n<<3 | int64(c&7)
+		}
+		return n, true
+	}
+	return fastOctal(b)
+}
+
+// sizeOctal is fastOctal for the 12-byte size field, quicker in the form
+// tar writers use: eleven digits, then NUL or space.
+func sizeOctal(b []byte) (int64, bool) {
+	x := binary.LittleEndian.Uint64(b[:8])
+	y := binary.LittleEndian.Uint32(b[8:12])
+	if t := y >> 24; (t == 0 || t == ' ') && x&0xf8f8f8f8f8f8f8f8 == 0x3030303030303030 && y&0x00f8f8f8 == 0x00303030 {
+		var n int64
+		for _, c := range b[:11] {
+			n = n<<3 | int64(c&7)
+		}
+		return n, true
+	}
+	return fastOctal(b)
 }
 
 // fastOctal parses a numeric field as archive/tar's parseOctal does, but
@@ -153,10 +201,8 @@ func fastOctal(b []byte) (int64, bool) {
 
 // cString returns b up to its first NUL.
 func cString(b []byte) string {
-	for i, c := range b {
-		if c == 0 {
-			return string(b[:i])
-		}
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		return string(b[:i])
 	}
 	return string(b)
 }
@@ -191,11 +237,10 @@ func blockSum8(b []byte) int64 {
 // the member's last data byte, reads it and reads the padding, writing all
 // it reads to r.h. The stream is always positioned at r.next.
 func (r *Reader) readMemberStream() (*member, error) {
-	blk := r.blk[:]
 	for {
 		pos := r.next
-		n, err := io.ReadFull(r.rs, blk)
-		if err == io.EOF && n == 0 {
+		blk, err := r.block()
+		if err == io.EOF {
 			return nil, io.EOF
 		}
 		if err != nil {
@@ -203,8 +248,8 @@ func (r *Reader) readMemberStream() (*member, error) {
 		}
 		r.h.Write(blk)
 		if [512]byte(blk) == zeroBlock {
-			n, err := io.ReadFull(r.rs, blk)
-			if err == io.EOF && n == 0 {
+			blk, err := r.block()
+			if err == io.EOF {
 				return nil, io.EOF
 			}
 			if err != nil || [512]byte(blk) != zeroBlock {
@@ -247,28 +292,65 @@ func (r *Reader) readMemberStream() (*member, error) {
 	}
 }
 
+// inPlace is implemented by streams that hand out their next bytes without
+// copying them (stream's ranged store reader): Next returns the next n
+// bytes, valid until the next call, and advances past them; at the end
+// it returns what is left, with io.EOF when nothing is and an error when
+// fewer than n bytes are.
+type inPlace interface {
+	Next(n int) ([]byte, error)
+}
+
+// block reads the next 512-byte block of the stream: in place when the
+// stream allows, else into r.blk. It returns io.EOF at the end of the
+// stream and another error when the block is cut short.
+func (r *Reader) block() ([]byte, error) {
+	if r.ip != nil {
+		b, err := r.ip.Next(512)
+		if err == nil && len(b) != 512 {
+			err = io.ErrUnexpectedEOF
+		}
+		return b, err
+	}
+	n, err := io.ReadFull(r.rs, r.blk[:])
+	if err == io.EOF && n == 0 {
+		return nil, io.EOF
+	}
+	return r.blk[:], err
+}
+
 // skipData skips a member's size data bytes and padding as archive/tar
 // does: it seeks to the last data byte and reads it, then reads the
 // padding.
 func (r *Reader) skipData(size int64) error {
-	one := r.blk[:1]
 	if size > 1 {
 		if _, err := r.rs.Seek(size-1, io.SeekCurrent); err != nil {
 			return err
 		}
 	}
+	// The last data byte (none for an empty member) and the padding.
+	n := pad512(size) - size
 	if size >= 1 {
-		if _, err := io.ReadFull(r.rs, one); err != nil {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	var b []byte
+	if r.ip != nil {
+		var err error
+		if b, err = r.ip.Next(int(n)); err == nil && len(b) != int(n) {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
 			return err
 		}
-		r.h.Write(one)
-	}
-	if pad := pad512(size) - size; pad > 0 {
-		b := r.blk[:pad]
+	} else {
+		b = r.blk[:n]
 		if _, err := io.ReadFull(r.rs, b); err != nil {
 			return err
 		}
-		r.h.Write(b)
 	}
+	r.h.Write(b)
 	return nil
 }

@@ -2,6 +2,7 @@ package wds_test
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -102,6 +103,58 @@ func FuzzReader(f *testing.F) {
 		}
 		if again.Err() != nil || i != len(written) {
 			t.Fatalf("re-read: %d samples of %d, err %v", i, len(written), again.Err())
+		}
+	})
+}
+
+// inPlaceReader is a bytes.Reader with the in-place reads (Next) of
+// stream's ranged store reader, so that Scan takes its in-place header
+// path.
+type inPlaceReader struct {
+	*bytes.Reader
+	data []byte
+}
+
+func (r *inPlaceReader) Next(n int) ([]byte, error) {
+	pos, _ := r.Seek(0, io.SeekCurrent)
+	if pos >= int64(len(r.data)) {
+		return nil, io.EOF
+	}
+	end := min(pos+int64(n), int64(len(r.data)))
+	r.Seek(end, io.SeekStart)
+	if end-pos < int64(n) {
+		return r.data[pos:end], io.ErrUnexpectedEOF
+	}
+	return r.data[pos:end], nil
+}
+
+// FuzzScanInPlace: Scan over a stream with in-place reads gives exactly
+// what it gives over the same bytes read by copying (summary, digest and
+// error), and agrees with archive/tar (a stream that cannot seek) on
+// whether the archive is good and on its samples.
+func FuzzScanInPlace(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.tar"))
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		opts := &wds.ReaderOptions{MaxMemberSize: 1 << 20, MaxSampleSize: 2 << 20, MaxFields: 64}
+		want, werr := wds.Scan(bytes.NewReader(b), opts)
+		got, err := wds.Scan(&inPlaceReader{Reader: bytes.NewReader(b), data: b}, opts)
+		if (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) || got != want {
+			t.Fatalf("in place %+v, %v; copying %+v, %v", got, err, want, werr)
+		}
+		plain, perr := wds.Scan(struct{ io.Reader }{bytes.NewReader(b)}, opts)
+		if (perr == nil) != (err == nil) {
+			t.Fatalf("in place err %v, archive/tar err %v", err, perr)
+		}
+		plain.Digest = got.Digest
+		if err == nil && plain != got {
+			t.Fatalf("in place %+v, archive/tar %+v", got, plain)
 		}
 	})
 }

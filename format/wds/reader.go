@@ -66,6 +66,7 @@ type Reader struct {
 	mem     []byte        // the whole archive, for the fast header scanner (nil: archive/tar)
 	rs      io.ReadSeeker // a seekable stream for the fast header scanner (nil: archive/tar)
 	h       hash.Hash     // what rs's scan reads is written here
+	ip      inPlace       // rs's in-place reads, when it has them
 	blk     [512]byte
 	pending *member
 	mbuf    [2]member // the stream scanner's members, used in turn

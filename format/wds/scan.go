@@ -69,6 +69,7 @@ func scan(r io.Reader, opts *ReaderOptions, digest string) (Summary, error) {
 		h := headerHash(digest)
 		rd := NewReader(nil, opts)
 		rd.skip, rd.rs, rd.h = true, rs, h
+		rd.ip, _ = r.(inPlace)
 		s, err := summarize(rd, h)
 		if !errors.Is(err, errFallback) {
 			return s, err

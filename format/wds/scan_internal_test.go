@@ -95,3 +95,32 @@ func TestBlockSum(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFastOctal: the eight-bytes-at-a-time checks of the numeric fields
+// (octal8, octal12, chksumOctal, sizeOctal) accept exactly what fastOctal
+// accepts, with the same value.
+func FuzzFastOctal(f *testing.F) {
+	for _, s := range []string{"0000644\x00", "000000012345\x00", "012345\x00 ", "00000000000 ", "   7 \x00\x00\x00", "0000008\x00", "\x80\x00\x00\x00\x00\x00\x00\x01",
+		"77777777777\x00", "7777777\x00", "0000000 ", "01234567", "012345  ", "012345\x00\x00", "\x00\x00\x00\x00\x00\x00\x00\x00"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		b12 := make([]byte, 12)
+		copy(b12, b)
+		b8 := b12[:8]
+		want8, ok8 := fastOctal(b8)
+		want12, ok12 := fastOctal(b12)
+		if got := octal8(b8); got != ok8 {
+			t.Fatalf("octal8(%q) = %v, fastOctal %v", b8, got, ok8)
+		}
+		if got := octal12(b12); got != ok12 {
+			t.Fatalf("octal12(%q) = %v, fastOctal %v", b12, got, ok12)
+		}
+		if v, ok := chksumOctal(b8); ok != ok8 || v != want8 {
+			t.Fatalf("chksumOctal(%q) = %d %v, fastOctal %d %v", b8, v, ok, want8, ok8)
+		}
+		if v, ok := sizeOctal(b12); ok != ok12 || v != want12 {
+			t.Fatalf("sizeOctal(%q) = %d %v, fastOctal %d %v", b12, v, ok, want12, ok12)
+		}
+	})
+}
