@@ -68,18 +68,40 @@ nx: \
 
 // SELHALF makes a half block's tries: counted (HALF) when the band is
 // wide (mask >= 127) and i - 16 is still in it (i >= floor + 16),
-// else one by one (SLOWHALF).
-#define SELHALF(x, v, off, from, to, fl, sl, lp, rl, rn, nx) \
+// else one by one (at sl, out of line, which comes back to fl).
+#define SELHALF(x, v, off, fl, sl, rl, rn) \
 	CMPQ DX, $127 \
 	JB sl \
 	LEAQ 16(R12), AX \
 	CMPQ SI, AX \
 	JB sl \
 	HALF(x, v, off, rl, rn) \
-	JMP fl \
-sl: \
-	SLOWHALF(x, off, from, to, lp, nx) \
 fl:
+
+// TRY makes try t of a half block stored at SP (its value at off):
+// i -= (v & mask) <= i, without a branch on the outcome, then a jump to
+// nb when i fell below floor (a new band, or done: rare). The halves'
+// one-by-one paths (sla, slb) are TRY written out 16 times: two cycles a
+// try on i's chain (CMP, ADC) and no loop branch, where a loop measured
+// about four.
+#define TRY(off, nb) \
+	MOVL off(SP), R9 \
+	ANDQ DX, R9 \
+	CMPQ SI, R9 \
+	ADCQ $-1, SI \
+	CMPQ SI, R12 \
+	JB nb
+
+// BAND is TRY's rare case for try t: done when i is 0 (R8 = t), else the
+// mask and floor halve and the tries go on at nx.
+#define BAND(t, nx) \
+	TESTQ SI, SI \
+	JNZ 3(PC) \
+	MOVQ t, R8 \
+	JMP sdone \
+	SHRQ $1, DX \
+	SHRQ $1, R12 \
+	JMP nx
 
 // func skipVec(st *vecState, i, mask uint64, blocks, from int) (t, iOut, maskOut uint64)
 //
@@ -116,8 +138,8 @@ sfirstb:
 sblock:
 	OUT(Z0, Z2, Z4, Z24, Z26)
 	OUT(Z1, Z3, Z5, Z25, Z27)
-	SELHALF(Z24, Z29, 0, $0, $16, sfa, ssa, sla, sra, srna, sxa)
-	SELHALF(Z25, Z30, 64, $16, $32, sfb, ssb, slb, srb, srnb, sxb)
+	SELHALF(Z24, Z29, 0, sfa, sla, sra, srna)
+	SELHALF(Z25, Z30, 64, sfb, slb, srb, srnb)
 sstep:
 	STEP(Z0, Z2, Z4, Z16, Z17, Z18, Z19)
 	STEP(Z1, Z3, Z5, Z20, Z21, Z22, Z23)
@@ -138,6 +160,146 @@ sdone:
 	MOVQ DX, maskOut+56(FP)
 	VZEROUPPER
 	RET
+
+// Half a's tries one by one (SELHALF's sl).
+sla:
+	VMOVDQU64 Z24, 0(SP)
+	TRY(0, sba0)
+sna0:
+	TRY(4, sba1)
+sna1:
+	TRY(8, sba2)
+sna2:
+	TRY(12, sba3)
+sna3:
+	TRY(16, sba4)
+sna4:
+	TRY(20, sba5)
+sna5:
+	TRY(24, sba6)
+sna6:
+	TRY(28, sba7)
+sna7:
+	TRY(32, sba8)
+sna8:
+	TRY(36, sba9)
+sna9:
+	TRY(40, sba10)
+sna10:
+	TRY(44, sba11)
+sna11:
+	TRY(48, sba12)
+sna12:
+	TRY(52, sba13)
+sna13:
+	TRY(56, sba14)
+sna14:
+	TRY(60, sba15)
+sna15:
+	VPBROADCASTD DX, Z15
+	JMP sfa
+sba0:
+	BAND($0, sna0)
+sba1:
+	BAND($1, sna1)
+sba2:
+	BAND($2, sna2)
+sba3:
+	BAND($3, sna3)
+sba4:
+	BAND($4, sna4)
+sba5:
+	BAND($5, sna5)
+sba6:
+	BAND($6, sna6)
+sba7:
+	BAND($7, sna7)
+sba8:
+	BAND($8, sna8)
+sba9:
+	BAND($9, sna9)
+sba10:
+	BAND($10, sna10)
+sba11:
+	BAND($11, sna11)
+sba12:
+	BAND($12, sna12)
+sba13:
+	BAND($13, sna13)
+sba14:
+	BAND($14, sna14)
+sba15:
+	BAND($15, sna15)
+
+// Half b's tries one by one (SELHALF's sl).
+slb:
+	VMOVDQU64 Z25, 64(SP)
+	TRY(64, sbb0)
+snb0:
+	TRY(68, sbb1)
+snb1:
+	TRY(72, sbb2)
+snb2:
+	TRY(76, sbb3)
+snb3:
+	TRY(80, sbb4)
+snb4:
+	TRY(84, sbb5)
+snb5:
+	TRY(88, sbb6)
+snb6:
+	TRY(92, sbb7)
+snb7:
+	TRY(96, sbb8)
+snb8:
+	TRY(100, sbb9)
+snb9:
+	TRY(104, sbb10)
+snb10:
+	TRY(108, sbb11)
+snb11:
+	TRY(112, sbb12)
+snb12:
+	TRY(116, sbb13)
+snb13:
+	TRY(120, sbb14)
+snb14:
+	TRY(124, sbb15)
+snb15:
+	VPBROADCASTD DX, Z15
+	JMP sfb
+sbb0:
+	BAND($16, snb0)
+sbb1:
+	BAND($17, snb1)
+sbb2:
+	BAND($18, snb2)
+sbb3:
+	BAND($19, snb3)
+sbb4:
+	BAND($20, snb4)
+sbb5:
+	BAND($21, snb5)
+sbb6:
+	BAND($22, snb6)
+sbb7:
+	BAND($23, snb7)
+sbb8:
+	BAND($24, snb8)
+sbb9:
+	BAND($25, snb9)
+sbb10:
+	BAND($26, snb10)
+sbb11:
+	BAND($27, snb11)
+sbb12:
+	BAND($28, snb12)
+sbb13:
+	BAND($29, snb13)
+sbb14:
+	BAND($30, snb14)
+sbb15:
+	BAND($31, snb15)
 
 // func countVec(st *vecState, ks *[16]int64, blocks int, lo int64, w uint64, step16 int64, tBase int64, hitT *int64, hitV *uint64, maxHits int) (below, done, nHits int)
 //
