@@ -48,6 +48,10 @@ type Dataset struct {
 	// bg counts Open's background work (recording the store's tags of a
 	// downloaded index); Close waits for it.
 	bg sync.WaitGroup
+	// closing is cancelled (stopBG) when Close begins: the background
+	// work then stops waiting for room in the cache.
+	closing context.Context
+	stopBG  context.CancelFunc
 	// parent is the Dataset a Cursor shares its streams with (nil for
 	// one Open returned): Close leaves them to it.
 	parent *Dataset
@@ -134,6 +138,7 @@ func Open(ctx context.Context, opts *Options) (_ *Dataset, err error) {
 		return nil, err
 	}
 	d := &Dataset{opts: o}
+	d.closing, d.stopBG = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
 			d.Close()
@@ -523,9 +528,14 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (s
 				if info.ETag != "" && st.tar == nil {
 					// Best effort, as the mtime: without it the size and
 					// time decide. Not cut short by the end of Open's
-					// context.
+					// context, but Close does not wait for its room: a
+					// cache full of shards leased (by Locations, or by
+					// another dataset of a shared cache) kept Close
+					// waiting for the minute. From Close on, the write
+					// takes the room free then or is left out.
 					wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 					defer cancel()
+					defer context.AfterFunc(d.closing, cancel)()
 					_ = d.cache.WriteFile(wctx, filepath.ToSlash(filepath.Join(rel, format.IndexFile+indexETagSuffix)), []byte(info.ETag))
 				}
 			}()
@@ -698,6 +708,9 @@ func (st *streamState) cacheFile(j, raw, zip int) cache.File {
 // Close releases the dataset's buckets and, unless it was shared, its
 // cache. Iterators must be closed first.
 func (d *Dataset) Close() error {
+	if d.stopBG != nil {
+		d.stopBG()
+	}
 	d.bg.Wait()
 	if d.parent != nil {
 		return nil // the streams and the cache are the parent's
