@@ -203,6 +203,13 @@ func BenchmarkTarIndexBuild(b *testing.B) {
 		uploadDir(b, src, bk)
 		buckets["s3"], buckets["s3-get"] = bk, bk
 	}
+	// SLUICE_BENCH_PARALLEL: shards read at once (the default's when
+	// unset), for the s3-get case too.
+	opts, getParallel := &stream.TarIndexOptions{}, 16
+	if v := os.Getenv("SLUICE_BENCH_PARALLEL"); v != "" {
+		fmt.Sscan(v, &opts.Parallel)
+		getParallel = opts.Parallel
+	}
 	for _, name := range []string{"memstore", "filestore", "s3", "s3-get"} {
 		bk, ok := buckets[name]
 		if !ok {
@@ -218,11 +225,11 @@ func BenchmarkTarIndexBuild(b *testing.B) {
 			sys0 := processSys()
 			for b.Loop() {
 				if name == "s3-get" {
-					getWhole(b, bk, keys, 16)
+					getWhole(b, bk, keys, getParallel)
 					n += len(keys)
 					continue
 				}
-				idx, err := stream.BuildTarIndex(context.Background(), bk, keys, nil)
+				idx, err := stream.BuildTarIndex(context.Background(), bk, keys, opts)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // errFallback tells OpenShard that the fast header scanner met something it
@@ -76,52 +77,64 @@ func (r *Reader) readMemberFast() (*member, error) {
 // does, or reports !ok for anything it would treat specially. size is the
 // number of data bytes that follow (0 for header-only types).
 func parseFastHeader(h []byte) (typ byte, name string, size int64, ok bool) {
+	typ, nb, prefix, size, ok := parseFastBlock(h)
+	if !ok {
+		return 0, "", 0, false
+	}
+	if len(prefix) > 0 {
+		return typ, string(prefix) + "/" + string(nb), size, true
+	}
+	return typ, string(nb), size, true
+}
+
+// parseFastBlock is parseFastHeader with the name left in h: the member's
+// name is prefix + "/" + name when prefix (USTAR's) is not empty, name
+// otherwise.
+func parseFastBlock(h []byte) (typ byte, name, prefix []byte, size int64, ok bool) {
 	sum := blockSum((*[512]byte)(h)) - blockSum8(h[148:156]) + 8*' '
 	chk, ok := chksumOctal(h[148:156])
 	if !ok || chk != sum {
-		return 0, "", 0, false
+		return 0, nil, nil, 0, false
 	}
 	ustar := string(h[257:263]) == "ustar\x00" && string(h[263:265]) == "00"
 	gnu := string(h[257:263]) == "ustar " && string(h[263:265]) == " \x00"
 	if !ustar && !gnu {
-		return 0, "", 0, false
+		return 0, nil, nil, 0, false
 	}
 	if ustar && string(h[508:512]) == "tar\x00" { // star
-		return 0, "", 0, false
+		return 0, nil, nil, 0, false
 	}
 	// Mode, uid, gid, mtime, devmajor, devminor: archive/tar parses them,
 	// and fails on a malformed one.
 	if !octal8(h[100:108]) || !octal8(h[108:116]) || !octal8(h[116:124]) || !octal12(h[136:148]) ||
 		!octal8(h[329:337]) || !octal8(h[337:345]) {
-		return 0, "", 0, false
+		return 0, nil, nil, 0, false
 	}
 	if gnu && (h[345] != 0 && !octal12(h[345:357]) || h[357] != 0 && !octal12(h[357:369])) {
-		return 0, "", 0, false // atime, ctime
+		return 0, nil, nil, 0, false // atime, ctime
 	}
 	size, ok = sizeOctal(h[124:136])
 	if !ok {
-		return 0, "", 0, false
+		return 0, nil, nil, 0, false
 	}
-	name = cString(h[0:100])
+	name = cBytes(h[0:100])
 	if ustar {
-		if p := cString(h[345:500]); p != "" {
-			name = p + "/" + name
-		}
+		prefix = cBytes(h[345:500])
 	}
 	typ = h[156]
 	switch typ {
 	case tar.TypeReg, tar.TypeCont:
 	case 0: // the old TypeRegA: a regular file, or a directory by its trailing slash
 		typ = tar.TypeReg
-		if len(name) > 0 && name[len(name)-1] == '/' {
+		if len(name) > 0 && name[len(name)-1] == '/' || len(name) == 0 && len(prefix) > 0 {
 			typ, size = tar.TypeDir, 0
 		}
 	case tar.TypeLink, tar.TypeSymlink, tar.TypeChar, tar.TypeBlock, tar.TypeDir, tar.TypeFifo:
 		size = 0 // header-only: archive/tar skips no data for them
 	default:
-		return 0, "", 0, false
+		return 0, nil, nil, 0, false
 	}
-	return typ, name, size, true
+	return typ, name, prefix, size, true
 }
 
 // octal8 and octal12 report whether fastOctal accepts the 8- or 12-byte
@@ -199,12 +212,12 @@ func fastOctal(b []byte) (int64, bool) {
 	return n, true
 }
 
-// cString returns b up to its first NUL.
-func cString(b []byte) string {
+// cBytes returns b up to its first NUL.
+func cBytes(b []byte) []byte {
 	if i := bytes.IndexByte(b, 0); i >= 0 {
-		return string(b[:i])
+		return b[:i]
 	}
-	return string(b)
+	return b
 }
 
 // blockSum returns the sum of the bytes of a 512-byte block, sixteen at
@@ -247,7 +260,7 @@ func (r *Reader) readMemberStream() (*member, error) {
 			return nil, errFallback
 		}
 		r.h.Write(blk)
-		if [512]byte(blk) == zeroBlock {
+		if blk[0] == 0 && [512]byte(blk) == zeroBlock {
 			blk, err := r.block()
 			if err == io.EOF {
 				return nil, io.EOF
@@ -258,28 +271,20 @@ func (r *Reader) readMemberStream() (*member, error) {
 			r.h.Write(blk)
 			return nil, io.EOF
 		}
-		typ, name, size, ok := parseFastHeader(blk)
+		typ, name, prefix, size, ok := parseFastBlock(blk)
 		if !ok {
 			return nil, errFallback
 		}
 		dataOff := pos + 512
 		var m *member
 		if typ == tar.TypeReg || typ == tar.TypeCont {
-			if !isMeta(name) {
-				if why := checkName(name); why != "" {
-					return nil, &CorruptError{Member: name, Offset: pos, Reason: why}
-				}
-				if key, field, ok := SplitName(name); ok {
-					if size > r.opts.MaxMemberSize {
-						return nil, &CorruptError{Member: name, Offset: pos,
-							Reason: fmt.Sprintf("member size %d over limit %d", size, r.opts.MaxMemberSize), Err: ErrTooLarge}
-					}
-					// Two members are live at most (a sample's first and the
-					// one read after it): alternate between two, not allocate.
-					r.mi ^= 1
-					m = &r.mbuf[r.mi]
-					*m = member{name: name, key: key, field: field, hdrOff: pos, dataOff: dataOff, size: size}
-				}
+			if len(prefix) > 0 {
+				r.nameBuf = append(append(append(r.nameBuf[:0], prefix...), '/'), name...)
+				name = r.nameBuf
+			}
+			var err error
+			if m, err = r.streamMember(name, pos, size); err != nil {
+				return nil, err
 			}
 		}
 		if err := r.skipData(size); err != nil {
@@ -291,6 +296,66 @@ func (r *Reader) readMemberStream() (*member, error) {
 		}
 	}
 }
+
+// streamMember returns the member of the regular file named name whose
+// header is at pos, or nil when it belongs to no sample. It is
+// readMemberFast's check of a member without making strings of its name:
+// the key is the previous member's when it is the same, the field one of
+// the last few seen, and the name is kept in the member's own buffer for
+// errors (see member.fullName).
+func (r *Reader) streamMember(name []byte, pos, size int64) (*member, error) {
+	if isMeta(string(name)) {
+		return nil, nil
+	}
+	if why := checkName(string(name)); why != "" {
+		return nil, &CorruptError{Member: string(name), Offset: pos, Reason: why}
+	}
+	// SplitName's rule.
+	k := bytes.LastIndexByte(name, '/') + 1
+	i := bytes.IndexByte(name[k:], '.')
+	if i <= 0 {
+		return nil, nil
+	}
+	keyb, fieldb := name[:k+i], name[k+i+1:]
+	if size > r.opts.MaxMemberSize {
+		return nil, &CorruptError{Member: string(name), Offset: pos,
+			Reason: fmt.Sprintf("member size %d over limit %d", size, r.opts.MaxMemberSize), Err: ErrTooLarge}
+	}
+	key := r.mbuf[r.mi].key
+	if string(keyb) != key {
+		key = string(keyb)
+	}
+	field := r.fieldName(fieldb)
+	// Two members are live at most (a sample's first and the one read
+	// after it): alternate between two, not allocate.
+	r.mi ^= 1
+	m := &r.mbuf[r.mi]
+	nameb := append(m.nameb[:0], name...)
+	*m = member{nameb: nameb, key: key, field: field, hdrOff: pos, dataOff: pos + 512, size: size}
+	return m, nil
+}
+
+// fieldName returns the field name (lowercased) of the raw field b,
+// allocating only for one not among the last few seen.
+func (r *Reader) fieldName(b []byte) string {
+	for _, f := range r.fields {
+		if f.raw == string(b) {
+			return f.lower
+		}
+	}
+	raw := string(b)
+	f := fieldName{raw: raw, lower: strings.ToLower(raw)}
+	if len(r.fields) < 8 {
+		r.fields = append(r.fields, f)
+	} else {
+		r.fields[r.nf%8] = f
+		r.nf++
+	}
+	return f.lower
+}
+
+// fieldName is a raw field name and its lowercase form.
+type fieldName struct{ raw, lower string }
 
 // inPlace is implemented by streams that hand out their next bytes without
 // copying them (stream's ranged store reader): Next returns the next n

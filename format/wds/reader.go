@@ -50,9 +50,18 @@ type FieldSpan struct {
 // member is one regular-file entry that belongs to a sample.
 type member struct {
 	name, key, field string
+	nameb            []byte // the name, when name is not set (the stream scanner's members)
 	hdrOff, dataOff  int64
 	data             []byte
 	size             int64
+}
+
+// fullName returns the member's name.
+func (m *member) fullName() string {
+	if m.name == "" && m.nameb != nil {
+		return string(m.nameb)
+	}
+	return m.name
 }
 
 // Reader reads samples from a WebDataset archive sequentially. It is not
@@ -71,6 +80,9 @@ type Reader struct {
 	pending *member
 	mbuf    [2]member // the stream scanner's members, used in turn
 	mi      int
+	nameBuf []byte      // the stream scanner's USTAR prefix + "/" + name
+	fields  []fieldName // the stream scanner's last few field names
+	nf      int
 	sample  Sample
 	spans   []FieldSpan
 	start   int64  // byte offset of the current sample's first header
@@ -273,16 +285,16 @@ func (r *Reader) Next() bool {
 	var total int64
 	add := func(m *member) error {
 		if r.hasSpan(m.field) {
-			return &CorruptError{Member: m.name, Offset: m.hdrOff,
+			return &CorruptError{Member: m.fullName(), Offset: m.hdrOff,
 				Reason: fmt.Sprintf("field %q repeated in sample %q", m.field, m.key)}
 		}
 		if len(r.spans) >= r.opts.MaxFields {
-			return &CorruptError{Member: m.name, Offset: m.hdrOff,
+			return &CorruptError{Member: m.fullName(), Offset: m.hdrOff,
 				Reason: fmt.Sprintf("sample %q has more than %d fields (over limit)", m.key, r.opts.MaxFields), Err: ErrTooLarge}
 		}
 		total += m.size
 		if total > r.opts.MaxSampleSize {
-			return &CorruptError{Member: m.name, Offset: m.hdrOff,
+			return &CorruptError{Member: m.fullName(), Offset: m.hdrOff,
 				Reason: fmt.Sprintf("sample %q size over limit %d", m.key, r.opts.MaxSampleSize), Err: ErrTooLarge}
 		}
 		if !r.skip {
