@@ -152,6 +152,7 @@ func (d *Dataset) acquireEarly(ctx context.Context, shard int, via storage.Bucke
 			l := d.leaseLocked(shard, !missed)
 			c.mu.Unlock()
 			d.count(missed)
+			admitted(ctx)
 			return l, nil
 		}
 		fl := st.flight
@@ -181,6 +182,7 @@ func (d *Dataset) acquireEarly(ctx context.Context, shard int, via storage.Bucke
 			st.lastUse = c.clock
 			c.mu.Unlock()
 			d.count(missed)
+			admitted(ctx)
 			return &Lease{d: d, shard: shard, hit: !missed}, nil
 		}
 		if attempt >= 8 {
@@ -217,6 +219,7 @@ func (d *Dataset) await(ctx context.Context, shard int, fl *flight) (*Lease, err
 			l := d.leaseLocked(shard, false)
 			c.mu.Unlock()
 			d.count(true)
+			admitted(ctx)
 			return l, nil
 		}
 		// Nothing to pin (the shard was gone): look again once it ends.
@@ -230,6 +233,8 @@ func (d *Dataset) await(ctx context.Context, shard int, fl *flight) (*Lease, err
 	}
 	fl.waiters++
 	c.mu.Unlock()
+	// The flight pins the shard for its waiters: the caller's claim is in.
+	admitted(ctx)
 	select {
 	case <-fl.done:
 	case <-fl.ready:
@@ -370,5 +375,29 @@ func (d *Dataset) count(missed bool) {
 	} else {
 		d.c.stats.hits.Add(1)
 		d.stats.hits.Add(1)
+	}
+}
+
+// admittedKey carries, in an Acquire's context, the function to call once
+// the caller's claim on the shard is in (see WithAdmitted).
+type admittedKey struct{}
+
+// WithAdmitted returns a context for Acquire (or AcquireEarly, or a Via's)
+// that calls fn as soon as the caller's claim on the shard is in the
+// cache's state: the shard leased, or the caller counted among the
+// waiters of the fetch that will pin it for them (started by this call,
+// or joined), before any wait for the download. A consumer whose shard
+// changes are admitted in an Order ends its turn there, so that the next
+// consumer's turn need not wait for this one's download. fn may be called
+// more than once (an Acquire that looks again after a failed prefetch)
+// and must not block.
+func WithAdmitted(ctx context.Context, fn func()) context.Context {
+	return context.WithValue(ctx, admittedKey{}, fn)
+}
+
+// admitted calls ctx's WithAdmitted function, if any.
+func admitted(ctx context.Context) {
+	if fn, ok := ctx.Value(admittedKey{}).(func()); ok {
+		fn()
 	}
 }
