@@ -25,7 +25,7 @@ type py1e struct {
 	// Nodes are prepared on first use, in order (see ready): nodes
 	// [0, prepared) are, and next is the epoch generator after them.
 	sparseMu sync.Mutex
-	sparse   []sparseEntry // recently counted ranges, most recent last
+	sparse   []*sparseEntry // recently counted ranges, most recent last
 
 	prepMu   sync.Mutex
 	prepared atomic.Int32

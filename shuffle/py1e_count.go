@@ -209,6 +209,49 @@ func b2i(b bool) int {
 	return 0
 }
 
+// selectKept returns the entries of ranks [a, b) of sortKept(kept, x0,
+// x1) (0 <= a <= b <= len(kept)), in that order, without sorting the
+// others: coarse keys of the positions are counted (1024 of them, in the
+// order of sortKept's), and only the entries of the keys that hold those
+// ranks are gathered (in input order) and sorted as sortKept sorts. A resume's first request wants a batch or a few of the
+// ~20k entries its count keeps. kept is not modified.
+func selectKept(kept []jPos, x0, x1 float64, a, b int) []jPos {
+	n := len(kept)
+	nb := min(n, 1024) // coarse keys: the counters stay in L1
+	scale := float64(nb) / (x1 - x0)
+	if n < 64 || !(scale > 0) || math.IsInf(scale, 0) {
+		return sortKept(slices.Clone(kept), x0, x1)[a:b]
+	}
+	if b == a {
+		return nil
+	}
+	// key is monotone in p (as sortKept's, with fewer keys).
+	key := func(p float64) int { return min(max(int((p-x0)*scale), 0), nb-1) }
+	var cnt [1025]int32
+	for _, x := range kept {
+		cnt[key(x.p)+1]++
+	}
+	var sum int32
+	for k, c := range cnt[:nb+1] {
+		sum += c
+		cnt[k] = sum
+	}
+	// cnt[k] is now the first rank of key k.
+	kFirst := sort.Search(nb, func(k int) bool { return int(cnt[k+1]) > a })
+	kLast := sort.Search(nb, func(k int) bool { return int(cnt[k+1]) >= b })
+	first := int(cnt[kFirst])
+	sel := make([]jPos, 0, int(cnt[kLast+1])-first)
+	for _, x := range kept {
+		if k := key(x.p); k >= kFirst && k <= kLast {
+			sel = append(sel, x)
+		}
+	}
+	// sortKept's order on the gathered entries (any bounds give its
+	// order; these spread them over its keys).
+	sel = sortKept(sel, x0+float64(kFirst)/scale, x0+float64(kLast+1)/scale)
+	return sel[a-first : b-first]
+}
+
 // sortKept returns kept, whose entries come in ascending j with positions
 // in [x0, x1), sorted by (position, j): a stable counting sort on about
 // len(kept) equal slices of [x0, x1) into a new slice, which it returns

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/sluicedata/sluice/nprand"
@@ -75,9 +76,9 @@ func BenchmarkCountBelow(b *testing.B) {
 	_ = s
 }
 
-// TestSortKept compares sortKept with a comparison sort by (position, j),
-// with many equal positions, clustered positions and ranges at the edge of
-// float precision.
+// TestSortKept compares sortKept, and selectKept's rank ranges, with a
+// comparison sort by (position, j), with many equal positions, clustered
+// positions and ranges at the edge of float precision.
 func TestSortKept(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 9))
 	for it := range 400 {
@@ -108,6 +109,17 @@ func TestSortKept(t *testing.T) {
 			}
 			return cmp.Compare(u.j, v.j)
 		})
+		orig := slices.Clone(kept)
+		for range 4 {
+			a := r.IntN(n + 1)
+			b := a + r.IntN(min(n-a, 1+r.IntN(600))+1)
+			if got := selectKept(kept, x0, x1, a, b); !slices.Equal(got, want[a:b]) {
+				t.Fatalf("case %d (n=%d, width %g): selectKept ranks [%d, %d) differ", it, n, w, a, b)
+			}
+			if !slices.Equal(kept, orig) {
+				t.Fatalf("case %d: selectKept modified its input", it)
+			}
+		}
 		if got := sortKept(kept, x0, x1); !slices.Equal(got, want) {
 			t.Fatalf("case %d (n=%d, width %g): order differs", it, n, w)
 		}
@@ -127,6 +139,25 @@ func BenchmarkSortKept(b *testing.B) {
 	for b.Loop() {
 		copy(kept, src)
 		sortKept(kept, 5e6, 5e6+20000)
+	}
+}
+
+// BenchmarkSelectKept selects a batch and a whole resume request (the
+// ranks of 8 ranks × 8 workers' first batches) of what a resume's count
+// keeps, without sorting the rest.
+func BenchmarkSelectKept(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	kept := make([]jPos, 20000)
+	for k := range kept {
+		kept[k] = jPos{5e6 + r.Float64()*20000, int64(k)}
+	}
+	for _, n := range []int{32, 2048} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				selectKept(kept, 5e6, 5e6+20000, 9000, 9000+n)
+			}
+		})
 	}
 }
 

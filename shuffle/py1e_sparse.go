@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync"
 )
 
 // sparseDefault is the longest request served by fillSparse: a few batches,
@@ -19,11 +20,29 @@ const (
 )
 
 // sparseEntry is a counted range of node c: the inputs of output ranks
-// [below, below+len(kept)) in rank order.
+// [below, below+n) — kept in rank order once sorted. A range is stored
+// unsorted (raw, in input order, positions in [x0, x1)): the request that
+// counted it selects its own ranks without sorting the rest, and the
+// first request served from the cache sorts it (once).
 type sparseEntry struct {
-	c     int
-	below int64
-	kept  []jPos
+	c      int
+	below  int64
+	n      int64
+	x0, x1 float64
+	once   sync.Once
+	raw    []jPos
+	kept   []jPos
+}
+
+// sorted returns the entry's inputs in rank order, sorting them on first
+// use.
+func (s *sparseEntry) sorted() []jPos {
+	s.once.Do(func() {
+		if s.raw != nil {
+			s.kept, s.raw = sortKept(s.raw, s.x0, s.x1), nil
+		}
+	})
+	return s.kept
 }
 
 // sparseCached returns the inputs of node c's output ranks [lo, hi) from
@@ -31,28 +50,26 @@ type sparseEntry struct {
 func (e *py1e) sparseCached(c int, lo, hi int64) ([]jPos, bool) {
 	e.sparseMu.Lock()
 	var hit *sparseEntry
-	for i := range e.sparse {
-		s := &e.sparse[i]
-		if s.c == c && s.below <= lo && s.below+int64(len(s.kept)) >= hi {
+	for _, s := range e.sparse {
+		if s.c == c && s.below <= lo && s.below+s.n >= hi {
 			hit = s
 			break
 		}
 	}
-	var sel []jPos
-	if hit != nil {
-		sel = hit.kept[lo-hit.below : hi-hit.below] // entries are never modified
-	}
 	e.sparseMu.Unlock()
-	return sel, hit != nil
+	if hit == nil {
+		return nil, false
+	}
+	return hit.sorted()[lo-hit.below : hi-hit.below], true // sorted entries are never modified
 }
 
-func (e *py1e) sparseStore(c int, below int64, kept []jPos) {
+func (e *py1e) sparseStore(s *sparseEntry) {
 	e.sparseMu.Lock()
 	defer e.sparseMu.Unlock()
 	if len(e.sparse) == sparseKeep {
 		e.sparse = slices.Delete(e.sparse, 0, 1)
 	}
-	e.sparse = append(e.sparse, sparseEntry{c, below, kept})
+	e.sparse = append(e.sparse, s)
 }
 
 // fillSparse computes node c's output positions [lo, hi) (node-relative)
@@ -109,9 +126,15 @@ func (e *py1e) sparseSel(c int, lo, hi int64) ([]jPos, bool) {
 		below, kept = e.countKeep(c, x0, x1, kept[:0])
 		n := int64(len(kept))
 		if below <= lo && below+n >= hi {
-			kept = sortKept(kept, x0, x1)
-			e.sparseStore(c, below, kept)
-			return kept[lo-below : hi-below], true
+			a, b := int(lo-below), int(hi-below)
+			if (b-a)*4 >= len(kept) {
+				kept = sortKept(kept, x0, x1)
+				e.sparseStore(&sparseEntry{c: c, below: below, n: n, kept: kept})
+				return kept[a:b], true
+			}
+			sel := selectKept(kept, x0, x1, a, b)
+			e.sparseStore(&sparseEntry{c: c, below: below, n: n, x0: x0, x1: x1, raw: kept})
+			return sel, true
 		}
 		if below > lo {
 			x0 -= float64(below-lo) + float64(d)
