@@ -220,17 +220,18 @@ func cBytes(b []byte) []byte {
 	return b
 }
 
-// blockSum returns the sum of the bytes of a 512-byte block, sixteen at
-// a time in two sets of four 16-bit lanes (32 rounds add at most 2×255 to
-// a lane each: no overflow).
+// blockSum returns the sum of the bytes of a 512-byte block, 32 at a
+// time in two sets of four 16-bit lanes (16 rounds add at most 4×255 to a
+// lane each: no overflow).
 func blockSum(h *[512]byte) int64 {
 	const lo = 0x00ff00ff00ff00ff
 	var even, odd uint64
-	for i := 0; i < 512; i += 16 {
-		x := binary.LittleEndian.Uint64(h[i : i+8])
-		y := binary.LittleEndian.Uint64(h[i+8 : i+16])
-		even += x&lo + y&lo
-		odd += (x>>8)&lo + (y>>8)&lo
+	for i := 0; i < 512; i += 32 {
+		c := (*[32]byte)(h[i : i+32])
+		w, x := binary.LittleEndian.Uint64(c[0:8]), binary.LittleEndian.Uint64(c[8:16])
+		y, z := binary.LittleEndian.Uint64(c[16:24]), binary.LittleEndian.Uint64(c[24:32])
+		even += w&lo + x&lo + y&lo + z&lo
+		odd += (w>>8)&lo + (x>>8)&lo + (y>>8)&lo + (z>>8)&lo
 	}
 	acc := even&0x0000ffff0000ffff + (even>>16)&0x0000ffff0000ffff +
 		odd&0x0000ffff0000ffff + (odd>>16)&0x0000ffff0000ffff
@@ -252,23 +253,21 @@ func blockSum8(b []byte) int64 {
 func (r *Reader) readMemberStream() (*member, error) {
 	for {
 		pos := r.next
-		blk, err := r.block()
+		blk, err := r.header()
 		if err == io.EOF {
 			return nil, io.EOF
 		}
 		if err != nil {
 			return nil, errFallback
 		}
-		r.h.Write(blk)
 		if blk[0] == 0 && [512]byte(blk) == zeroBlock {
-			blk, err := r.block()
+			blk, err := r.header()
 			if err == io.EOF {
 				return nil, io.EOF
 			}
 			if err != nil || [512]byte(blk) != zeroBlock {
 				return nil, errFallback
 			}
-			r.h.Write(blk)
 			return nil, io.EOF
 		}
 		typ, name, prefix, size, ok := parseFastBlock(blk)
@@ -366,20 +365,32 @@ type inPlace interface {
 	Next(n int) ([]byte, error)
 }
 
-// block reads the next 512-byte block of the stream: in place when the
-// stream allows, else into r.blk. It returns io.EOF at the end of the
-// stream and another error when the block is cut short.
-func (r *Reader) block() ([]byte, error) {
+// header reads the next 512-byte block of the stream and writes it to
+// r.h: in place when the stream allows (skipData may have read it already,
+// with the member's tail), else into r.blk. It returns io.EOF at the end of
+// the stream and another error when the block is cut short (and then
+// writes nothing).
+func (r *Reader) header() ([]byte, error) {
 	if r.ip != nil {
+		if b, err := r.ahead, r.aheadErr; b != nil || err != nil {
+			r.ahead, r.aheadErr = nil, nil
+			return b, err
+		}
 		b, err := r.ip.Next(512)
 		if err == nil && len(b) != 512 {
 			err = io.ErrUnexpectedEOF
+		}
+		if err == nil {
+			r.h.Write(b)
 		}
 		return b, err
 	}
 	n, err := io.ReadFull(r.rs, r.blk[:])
 	if err == io.EOF && n == 0 {
 		return nil, io.EOF
+	}
+	if err == nil {
+		r.h.Write(r.blk[:])
 	}
 	return r.blk[:], err
 }
@@ -401,20 +412,30 @@ func (r *Reader) skipData(size int64) error {
 	if n == 0 {
 		return nil
 	}
-	var b []byte
-	if r.ip != nil {
-		var err error
-		if b, err = r.ip.Next(int(n)); err == nil && len(b) != int(n) {
-			err = io.ErrUnexpectedEOF
-		}
-		if err != nil {
-			return err
-		}
-	} else {
-		b = r.blk[:n]
+	if r.ip == nil {
+		b := r.blk[:n]
 		if _, err := io.ReadFull(r.rs, b); err != nil {
 			return err
 		}
+		r.h.Write(b)
+		return nil
+	}
+	// The tail and the next header block, which follows it, in one read
+	// and one write to r.h; header returns the block (or what the
+	// stream's end made of it) next.
+	b, err := r.ip.Next(int(n) + 512)
+	switch {
+	case len(b) < int(n):
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	case len(b) == int(n)+512:
+		r.ahead = b[n:]
+	case len(b) == int(n):
+		b, r.aheadErr = b[:n], io.EOF // the stream ends after this member
+	default:
+		b, r.ahead, r.aheadErr = b[:n], b[n:], io.ErrUnexpectedEOF
 	}
 	r.h.Write(b)
 	return nil

@@ -68,29 +68,31 @@ func (m *member) fullName() string {
 // safe for concurrent use. Errors are sticky: after the first failure Next
 // returns false and Err reports it.
 type Reader struct {
-	opts    ReaderOptions
-	cr      countingReader
-	tr      *tar.Reader
-	skip    bool          // index only: do not keep member data
-	mem     []byte        // the whole archive, for the fast header scanner (nil: archive/tar)
-	rs      io.ReadSeeker // a seekable stream for the fast header scanner (nil: archive/tar)
-	h       hash.Hash     // what rs's scan reads is written here
-	ip      inPlace       // rs's in-place reads, when it has them
-	blk     [512]byte
-	pending *member
-	mbuf    [2]member // the stream scanner's members, used in turn
-	mi      int
-	nameBuf []byte      // the stream scanner's USTAR prefix + "/" + name
-	fields  []fieldName // the stream scanner's last few field names
-	nf      int
-	sample  Sample
-	spans   []FieldSpan
-	start   int64  // byte offset of the current sample's first header
-	end     int64  // byte offset just past the current sample's last member (padded)
-	next    int64  // byte offset where the header of the member after the last one read starts
-	last    string // name of the last member archive/tar read, for errors
-	err     error
-	eof     bool
+	opts     ReaderOptions
+	cr       countingReader
+	tr       *tar.Reader
+	skip     bool          // index only: do not keep member data
+	mem      []byte        // the whole archive, for the fast header scanner (nil: archive/tar)
+	rs       io.ReadSeeker // a seekable stream for the fast header scanner (nil: archive/tar)
+	h        hash.Hash     // what rs's scan reads is written here
+	ip       inPlace       // rs's in-place reads, when it has them
+	ahead    []byte        // the next header block, read in place with a member's tail
+	aheadErr error         // or why there is none
+	blk      [512]byte
+	pending  *member
+	mbuf     [2]member // the stream scanner's members, used in turn
+	mi       int
+	nameBuf  []byte      // the stream scanner's USTAR prefix + "/" + name
+	fields   []fieldName // the stream scanner's last few field names
+	nf       int
+	sample   Sample
+	spans    []FieldSpan
+	start    int64  // byte offset of the current sample's first header
+	end      int64  // byte offset just past the current sample's last member (padded)
+	next     int64  // byte offset where the header of the member after the last one read starts
+	last     string // name of the last member archive/tar read, for errors
+	err      error
+	eof      bool
 }
 
 // NewReader returns a Reader for the archive r. opts may be nil.
