@@ -67,16 +67,20 @@
 
 // ACCEPTED leaves in AX the mask of the accepted tries among the 16
 // dwords of x (a half block, i in SI): try t is certainly accepted when
-// its value is <= i - t and certainly rejected when > i; the tries
+// its value is <= i - t and certainly rejected when > i (the first test
+// made as value + t <= i: the sum is formed off i's chain, which then
+// runs broadcast, compare, mask, popcount, one subtraction shorter than
+// with i - t; callers keep the mask below 2^31, so the sum cannot wrap;
+// measured 1-2% faster on a 4096-sample span); the tries
 // between are resolved in order, without branches on the outcome. v and
 // off: a scratch register for the values and their stack offset; rl and
 // rn: labels unique to the call site. The shared part of skipVec's HALF
 // (vec_amd64.s) and shuffleVec's HALFJ (vec_shuffle_amd64.s).
 #define ACCEPTED(x, v, off, rl, rn) \
 	VPANDD Z15, x, v \
+	VPADDD Z13, v, Z26 \
 	VPBROADCASTD SI, Z28 \
-	VPSUBD Z13, Z28, Z26 \
-	VPCMPUD $2, Z26, v, K1 \
+	VPCMPUD $2, Z28, Z26, K1 \
 	VPCMPUD $2, Z28, v, K3 \
 	KMOVW K1, AX \
 	KMOVW K3, CX \

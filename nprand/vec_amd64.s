@@ -67,11 +67,13 @@ nx: \
 	VPBROADCASTD DX, Z15
 
 // SELHALF makes a half block's tries: counted (HALF) when the band is
-// wide (mask >= 127) and i - 16 is still in it (i >= floor + 16),
+// wide (127 <= mask < 2^31) and i - 16 is still in it (i >= floor + 16),
 // else one by one (at sl, out of line, which comes back to fl).
 #define SELHALF(x, v, off, fl, sl, rl, rn) \
 	CMPQ DX, $127 \
 	JB sl \
+	CMPQ DX, $0x7fffffff \
+	JA sl \
 	LEAQ 16(R12), AX \
 	CMPQ SI, AX \
 	JB sl \

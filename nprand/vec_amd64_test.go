@@ -189,6 +189,37 @@ func TestSkipVecBands(t *testing.T) {
 	}
 }
 
+// TestSkipVecHugeBands runs a few blocks of the kernel from i in the
+// widest bands (masks of 2^31 and more, which it makes one by one: its
+// counted halves form value + t in 32 bits) and just below, against the
+// tries made one at a time.
+func TestSkipVecHugeBands(t *testing.T) {
+	needVec(t)
+	for _, i0 := range []uint64{1<<32 - 1, 1<<32 - 20, 1<<31 + 40, 1<<31 + 3, 1<<31 - 1, 1<<31 - 30, 1<<30 + 7} {
+		for seed := range uint64(20) {
+			const blocks = 3
+			g := New(seed*7919 + i0)
+			a := *g
+			var st vecState
+			st.init(g)
+			mask := uint64(1)<<bits.Len64(i0) - 1
+			_, iv, mv := skipVec(&st, i0, mask, blocks, 0)
+			i, m := i0, mask
+			for range 32 * blocks {
+				if uint64(a.Uint32())&m <= i {
+					i--
+				}
+				if i <= m>>1 {
+					m >>= 1
+				}
+			}
+			if iv != i || mv != m {
+				t.Fatalf("i0=%#x seed %d: kernel left i=%#x mask=%#x, tries one by one i=%#x mask=%#x", i0, seed, iv, mv, i, m)
+			}
+		}
+	}
+}
+
 // TestCountLineVecMatchesScalar: the vector CountLine gives the scalar
 // one's count, hits (in order) and final generator, for lines that cross
 // the draws' range at random slopes and hit regions from empty to wide

@@ -56,11 +56,13 @@ nx: \
 	JB lp \
 	VPBROADCASTD DX, Z15
 
-// SELHALFJ: HALFJ when the band is wide and i - 16 stays at or above
+// SELHALFJ: HALFJ when the band is wide (127 <= mask < 2^31) and i - 16 stays at or above
 // max(floor, stop), else SLOWHALFJ.
 #define SELHALFJ(x, v, off, from, to, fl, sl, lp, rl, rn, nx) \
 	CMPQ DX, $127 \
 	JB sl \
+	CMPQ DX, $0x7fffffff \
+	JA sl \
 	LEAQ 16(R15), AX \
 	CMPQ SI, AX \
 	JB sl \
