@@ -135,6 +135,11 @@ type Config struct {
 	// at the start), and a worker reads its batches one after another.
 	// With RankIterator there are no workers and no read-ahead.
 	PrefetchFactor int
+	// OrderAdmissions models stream.Options' OrderAdmissions: under a
+	// cache limit the DataLoader workers of a rank take their shard
+	// changes in turn, in the order the training loop consumes them (see
+	// stream.WorkerGroup). Unused with RankIterator or one worker.
+	OrderAdmissions bool
 	// Store is the store model.
 	Store Store
 	// DecodeCost is the CPU time a DataLoader worker spends per sample.

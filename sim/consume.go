@@ -103,9 +103,15 @@ func (nd *node) begin(s int, t float64) {
 // done and the next chain: the unfinished one that is earliest (the
 // earlier step first at one time).
 func (nd *node) readUntil(until float64, step int) float64 {
+	ordered := nd.ordered()
 	for {
 		var best *chain
+		var bestT float64
+		bestTurn := false
 		pending := step < 0 // with step ≥ 0: an unfinished chain of step
+		if ordered {
+			nd.turnMins()
+		}
 		for i := range nd.chains {
 			c := &nd.chains[i]
 			if c.done {
@@ -114,12 +120,23 @@ func (nd *node) readUntil(until float64, step int) float64 {
 			if c.step == step {
 				pending = true
 			}
-			if best == nil || c.t < best.t {
-				best = c
+			t, turn := c.t, false
+			if ordered {
+				var ok bool
+				if t, turn, ok = nd.turnTime(c); !ok {
+					continue // another worker's shard change first
+				}
+			}
+			if best == nil || t < bestT {
+				best, bestT, bestTurn = c, t, turn
 			}
 		}
-		if !pending || best == nil || best.t >= until {
+		if !pending || best == nil || bestT >= until {
 			break
+		}
+		if bestTurn {
+			best.t = bestT
+			nd.turnT[best.origin/nd.perRank] = bestT
 		}
 		nd.read(best)
 	}
@@ -164,6 +181,13 @@ func (nd *node) read(c *chain) {
 		nd.leased[sh]++
 		nd.vic.remove(sh)
 		cs.cur = sh
+		i := (c.step - cs.first) / cs.stride
+		cs.runPos = int64(cs.locals[i]) + max(run.Start, c.from) - c.from
+		if nd.ordered() {
+			// The cache's clock ticks at a lease, once per shard change.
+			nd.clock++
+			nd.lastUse[sh] = nd.clock
+		}
 		if nd.single {
 			nd.pos = max(run.Start, c.from)
 			nd.moved()
@@ -190,8 +214,10 @@ func (nd *node) read(c *chain) {
 	}
 	nd.flush() // fetches the last pumps started, on the link
 	c.t = math.Max(c.t, nd.waitFor(c, sh))
-	nd.clock++
-	nd.lastUse[sh] = nd.clock
+	if !nd.ordered() {
+		nd.clock++
+		nd.lastUse[sh] = nd.clock
+	}
 	// The consumer holds a lease on the shard it reads; the last shard of
 	// the step stays leased into the next.
 	if run.Start >= c.from && run.Start+run.Len <= c.to {

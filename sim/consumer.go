@@ -19,20 +19,25 @@ import (
 // step), the padding dropped as in the node's order. Positions of the
 // consumer (local) are indexes into that order.
 type consumer struct {
-	nd          *node
-	walk        prefetch.Walk
-	rank        int
-	first       int     // the consumer's first step
-	stride      int     // steps between two of its parts
-	locals      []int32 // per part: its first local position
-	n           int64   // the consumer's length
-	hint        int     // ShardAt's part
-	runHint     int     // ShardAt's node run
-	pos         int64   // the walk's position: where the run of its shard begins
-	cur         int     // the shard it read last (-1: none)
-	prefetching int     // prefetches in flight
-	out         bool    // first sample delivered
-	firstShard  int     // shard of its first sample (-1: none)
+	nd      *node
+	walk    prefetch.Walk
+	rank    int
+	first   int     // the consumer's first step
+	stride  int     // steps between two of its parts
+	locals  []int32 // per part: its first local position
+	n       int64   // the consumer's length
+	hint    int     // ShardAt's part
+	runHint int     // ShardAt's node run
+	pos     int64   // the walk's position: where the run of its shard begins
+	// runPos is where the run of the shard it reads begins, from the
+	// moment it changes to that shard (an Iterator's runPos, from which
+	// it reports its next uses to the cache; pos follows once the shard
+	// is there).
+	runPos      int64
+	cur         int  // the shard it read last (-1: none)
+	prefetching int  // prefetches in flight
+	out         bool // first sample delivered
+	firstShard  int  // shard of its first sample (-1: none)
 }
 
 // part returns rank r's part [from, to) of step s in node positions, as
@@ -93,7 +98,7 @@ func (nd *node) newConsumers() {
 		cs.nd, cs.rank, cs.first, cs.stride = nd, i/per, i%per, stride
 		cs.walk.Reset()
 		cs.locals = cs.locals[:0]
-		cs.hint, cs.runHint, cs.pos, cs.cur, cs.prefetching, cs.out, cs.firstShard = 0, 0, 0, -1, 0, false, -1
+		cs.hint, cs.runHint, cs.pos, cs.runPos, cs.cur, cs.prefetching, cs.out, cs.firstShard = 0, 0, 0, 0, -1, 0, false, -1
 		var n int64
 		for s := cs.first; s < steps; s += stride {
 			from, to := nd.part(s, cs.rank)

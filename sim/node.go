@@ -89,6 +89,12 @@ type node struct {
 	cur     []leases // shards leased by the steps read, a ring by step
 	begun   int      // the next step whose chains are not begun
 	chains  []chain
+	// With ordered admissions (turns.go): per rank, the earliest next
+	// shard change of its begun chains and when its last turn was taken.
+	minTurn []int64
+	turnT   []float64
+	dist    []int64     // orderedVictims' distances, per shard
+	lv      listVictims // orderedVictims' list
 
 	// figures
 	bytes, requests, downloads, evictions int64
@@ -200,6 +206,7 @@ func (nd *node) beginEpoch(sc *plan.Schedule) {
 		nd.owners[i] = nd.owners[i][:0]
 	}
 	nd.wake = nd.wake[:0]
+	clear(nd.turnT)
 	nd.newConsumers()
 	for i := range nd.workerFree {
 		nd.workerFree[i] = 0
@@ -455,10 +462,15 @@ func (nd *node) reserve(n, distance int64, demand bool) bool {
 	if !demand && nd.refusals.Refused(nd.gen, distance) {
 		return false
 	}
-	if !nd.tracking {
-		nd.track()
+	if nd.ordered() {
+		// The workers take turns: the real cache's candidates exactly.
+		cache.Evict(nd.orderedVictims(), nd.usage+n-nd.limit, distance, demand)
+	} else {
+		if !nd.tracking {
+			nd.track()
+		}
+		cache.Evict(nodeVictims{nd}, nd.usage+n-nd.limit, distance, demand)
 	}
-	cache.Evict(nodeVictims{nd}, nd.usage+n-nd.limit, distance, demand)
 	if nd.usage+n > nd.limit {
 		if !demand {
 			nd.refusals.Note(nd.gen, distance)

@@ -55,6 +55,9 @@ type Dataset struct {
 	// parent is the Dataset a Cursor shares its streams with (nil for
 	// one Open returned): Close leaves them to it.
 	parent *Dataset
+	// group is the WorkerGroup its workers take turns in (nil: the
+	// root's, made on first use; see workerGroup).
+	group atomic.Pointer[WorkerGroup]
 }
 
 // streamState is one opened stream.

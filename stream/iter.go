@@ -99,10 +99,18 @@ func (e *Epoch) Iter(ctx context.Context, worker int) (*Iterator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream: %w", err)
 	}
-	if src.Remaining() == 0 {
-		return newIterator(ctx, e.d, first), nil
+	var t *workerTurns
+	if e.works > 1 && e.d.opts.OrderAdmissions && e.d.cache != nil && e.d.cache.Limit() > 0 {
+		// Under a limit the workers' shard changes may take turns in
+		// the rank's order (see WorkerGroup).
+		id := turnID{epoch: e.spec.Epoch, from: e.spec.SampleInEpoch, node: e.node, rank: e.rank, works: e.works,
+			nodes: e.ep.Spec().Shape.Nodes, ranks: e.ep.Spec().Shape.RanksPerNode}
+		t = e.d.workerGroup().join(id, worker, e.d.opts.BatchSize)
 	}
-	return newLazyIterator(ctx, e.d, first, src), nil
+	if src.Remaining() == 0 {
+		return newIterator(ctx, e.d, first, t), nil
+	}
+	return newLazyIterator(ctx, e.d, first, src, t), nil
 }
 
 // RankIter returns an iterator over the whole rank's samples in the order
@@ -125,7 +133,7 @@ func (e *Epoch) RankIter(ctx context.Context) (*Iterator, error) {
 	for _, b := range batches {
 		ids = append(ids, b...)
 	}
-	return newIterator(ctx, e.d, ids), nil
+	return newIterator(ctx, e.d, ids, nil), nil
 }
 
 // Iterator yields one consumer's samples in plan order, in the Scanner
@@ -195,13 +203,16 @@ type Iterator struct {
 	wg           sync.WaitGroup
 	removeFuture func()
 	closed       bool
+	// turns is the iterator's place in its rank's order of shard changes
+	// (nil: it takes no turns; see WorkerGroup).
+	turns *workerTurns
 }
 
-func newIterator(ctx context.Context, d *Dataset, ids []int64) *Iterator {
+func newIterator(ctx context.Context, d *Dataset, ids []int64, t *workerTurns) *Iterator {
 	pctx, cancel := context.WithCancel(ctx)
 	it := &Iterator{
 		ctx: ctx, d: d, ids: ids, total: len(ids), cancel: cancel, progress: make(chan struct{}, 1),
-		horizon: max(2*d.opts.predownload(), 1024),
+		horizon: max(2*d.opts.predownload(), 1024), turns: t,
 	}
 	it.view.Store(&ids)
 	it.start(pctx)
@@ -212,12 +223,12 @@ func newIterator(ctx context.Context, d *Dataset, ids []int64) *Iterator {
 // worker's plan while the rest of the plan is mapped in the background:
 // after a resume the first sample needs only the first batch's IDs, not
 // the whole remaining list.
-func newLazyIterator(ctx context.Context, d *Dataset, first []int64, src *plan.WorkerIter) *Iterator {
+func newLazyIterator(ctx context.Context, d *Dataset, first []int64, src *plan.WorkerIter, t *workerTurns) *Iterator {
 	pctx, cancel := context.WithCancel(ctx)
 	it := &Iterator{
 		ctx: ctx, d: d, ids: first, total: len(first) + src.Remaining(), cancel: cancel,
 		progress: make(chan struct{}, 1), mapped: make(chan struct{}),
-		horizon: max(2*d.opts.predownload(), 1024),
+		horizon: max(2*d.opts.predownload(), 1024), turns: t,
 	}
 	it.view.Store(&first)
 	it.wg.Add(1)
@@ -284,6 +295,9 @@ func (it *Iterator) Skip(n int64) int64 {
 		it.pos.Store(p + 1)
 		if id >= 0 {
 			k++
+			if it.turns != nil {
+				it.turns.seq++
+			}
 		}
 	}
 	if it.n == 0 {
@@ -309,6 +323,9 @@ func (it *Iterator) Next() bool {
 	for {
 		p := it.pos.Load()
 		if p >= int64(len(it.ids)) && !it.more() {
+			if it.turns != nil && it.err == nil {
+				it.turnEnd()
+			}
 			it.release()
 			if it.err == nil {
 				it.err = it.d.cacheErr(it.ctx)
@@ -326,16 +343,29 @@ func (it *Iterator) Next() bool {
 			return false
 		}
 		if it.cur == nil || it.cur.shard != shard {
+			actx := it.ctx
+			start := time.Now()
+			if it.turns != nil {
+				// The release, the lease or fetch and the cache's view
+				// of where this worker is change in its turn.
+				if actx, err = it.turnWait(p, shard); err != nil {
+					it.err = fmt.Errorf("stream: sample %d: %w", id, err)
+					return false
+				}
+			}
 			it.release()
 			it.runPos.Store(p)
-			start := time.Now()
 			// Under a cache limit the shard is read once its fetch has
 			// ended (synced and renamed): a fetch still committing a shard
 			// its consumer has passed would keep it from eviction for as
 			// long as the disk takes, and what is evicted (and fetched
 			// again) would depend on that.
 			early := it.d.cache == nil || it.d.cache.Limit() == 0
-			o, hit, err := it.d.table.acquire(it.ctx, shard, early)
+			o, hit, err := it.d.table.acquire(actx, shard, early)
+			if it.turns != nil {
+				it.turnDone() // an open shard of this Dataset's table: no call to the cache
+				it.turns.seq++
+			}
 			w := int64(time.Since(start))
 			it.stats.wait.Add(w)
 			it.d.stats.wait.Add(w)
@@ -348,6 +378,8 @@ func (it *Iterator) Next() bool {
 			it.cur = o
 			it.walkPos.Store(p)
 			it.walk(true)
+		} else if it.turns != nil {
+			it.turnPass(p, shard)
 		}
 		rec, err := it.cur.r.Record(int(j))
 		if err != nil {
@@ -443,6 +475,10 @@ func (it *Iterator) Close() error {
 		return nil
 	}
 	it.closed = true
+	if it.turns != nil {
+		it.turnDone()
+		it.turns.g.leave(it.turns)
+	}
 	it.cancel()
 	it.wg.Wait()
 	if it.removeFuture != nil {

@@ -67,6 +67,18 @@ type Options struct {
 	// (cache_limit). Zero: no limit. ParseBytes reads "100gb" strings.
 	// Ignored when Cache is set (the shared cache has its own limit).
 	CacheLimit int64
+	// OrderAdmissions makes the DataLoader workers of a rank (Epoch.Iter
+	// of an epoch with several workers) take their shard changes in turn
+	// under a cache limit, in the order the training loop consumes them
+	// (see WorkerGroup): what the cache evicts and downloads again is
+	// then the same on every run, and `sluice simulate --order-admissions`
+	// predicts it exactly. It costs throughput where the workers fetch on
+	// demand (a limit that leaves no prefetch budget): a worker's next
+	// fetch waits for the worker before it in the order to reach its
+	// shard change, which waits for that worker's download (1.2-1.35x
+	// the wall time of sim.TestValidateAgainstS3's two evicting workers).
+	// False (the default): every worker goes at once.
+	OrderAdmissions bool
 	// SamplingMethod is balanced or fixed (sampling_method; "" = balanced).
 	SamplingMethod string
 	// SamplingGranularity is the pick size for partial repeats

@@ -43,6 +43,7 @@ type simulateFlags struct {
 	latency, decodeCost      time.Duration
 	bwNode, bwTotal          string
 	rankIterator             bool
+	orderAdmissions          bool
 	vary                     string
 	searchLimit              bool
 	asJSON                   bool
@@ -107,6 +108,7 @@ prefetch_factor (batches a worker may read ahead of the training loop).`,
 	fl.StringVar(&f.bwTotal, "bandwidth-total", "", `download rate of the store for all nodes in bytes/s (default: unlimited)`)
 	fl.DurationVar(&f.decodeCost, "decode-cost", 0, "CPU time per sample in a DataLoader worker")
 	fl.BoolVar(&f.rankIterator, "rank-iterator", false, "model sluice stream (one iterator per rank) instead of the agent")
+	fl.BoolVar(&f.orderAdmissions, "order-admissions", false, "model stream's OrderAdmissions: under a cache limit a rank's DataLoader workers take their shard changes in turn, in the training loop's order (downloads then exact)")
 	fl.StringVar(&f.vary, "vary", "", "compare settings: KEY=V1,V2,...")
 	fl.BoolVar(&f.searchLimit, "search-min-cache", false, "search the smallest cache limit with no stall (on node 0)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the reports as JSON")
@@ -304,7 +306,8 @@ func simulateConfig(f *simulateFlags, ds *sim.Dataset) (*sim.Config, error) {
 		Shape:  plan.Shape{Nodes: f.nodes, RanksPerNode: f.ranks, WorkersPerRank: f.workers},
 		Epochs: f.epochs, Predownload: f.predownload, PrefetchConcurrency: f.concurrency,
 		RankIterator: f.rankIterator, DecodeCost: f.decodeCost, PrefetchFactor: f.prefetchFactor,
-		Store: sim.Store{Latency: f.latency},
+		OrderAdmissions: f.orderAdmissions,
+		Store:           sim.Store{Latency: f.latency},
 	}
 	var err error
 	if f.cacheLimit != "" {

@@ -1,0 +1,225 @@
+package stream
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/sluicedata/sluice/cache"
+)
+
+// turnPatience is how long a DataLoader worker's shard change waits for
+// another worker of its rank whose turn comes first and that does not
+// move (see cache.Order): then it is passed over until it moves.
+const turnPatience = 5 * time.Second
+
+// WorkerGroup is the set of DataLoader workers whose shard changes are
+// admitted to the cache in their plan's order: the workers of one job.
+// Under a cache limit, the iterators of one rank's workers (Epoch.Iter of
+// an epoch with several workers, on one Dataset or on cursors of one
+// group) take turns at their shard changes (letting go of one shard,
+// leasing or fetching the next) in the order the training loop consumes
+// them: step by step, batch t of the rank being worker t mod W's batch t
+// div W. What the cache holds, evicts and downloads again is then a
+// function of the plan and not of which worker's download ended first
+// (package sim plays the same order). Without a limit nothing is evicted
+// and no turns are taken.
+//
+// A Dataset from Open has its own group, which its cursors share (Cursor);
+// a server playing the workers of several jobs on one Dataset gives each
+// job its own (CursorIn). The zero value is not usable: see
+// NewWorkerGroup. A WorkerGroup is safe for concurrent use.
+type WorkerGroup struct {
+	mu sync.Mutex
+	m  map[turnID]*turnEntry
+}
+
+// NewWorkerGroup returns an empty group.
+func NewWorkerGroup() *WorkerGroup { return &WorkerGroup{m: map[turnID]*turnEntry{}} }
+
+// turnID names the epoch of one rank whose workers share an Order.
+type turnID struct {
+	epoch, from       int64
+	node, rank, works int
+	nodes, ranks      int
+}
+
+type turnEntry struct {
+	o     *cache.Order
+	taken []bool // members with an iterator
+	refs  int
+}
+
+// join returns the turns of worker who of the epoch id, or nil when that
+// worker already has an iterator in the group (a second one reads
+// without turns).
+func (g *WorkerGroup) join(id turnID, who int, batch int) *workerTurns {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k, e := range g.m {
+		// An epoch's order is kept after its iterators closed (a worker
+		// whose iterator comes after another's was closed finds it left,
+		// not absent), until two epochs later.
+		if e.refs == 0 && k.epoch+1 < id.epoch {
+			delete(g.m, k)
+		}
+	}
+	e := g.m[id]
+	if e == nil {
+		e = &turnEntry{o: cache.NewOrder(id.works, turnPatience), taken: make([]bool, id.works)}
+		g.m[id] = e
+	}
+	if e.taken[who] {
+		return nil
+	}
+	e.taken[who] = true
+	e.refs++
+	return &workerTurns{g: g, id: id, o: e.o, who: who, works: int64(id.works), batch: int64(max(batch, 1)), recheck: -1}
+}
+
+// leave ends a member's part in the group.
+func (g *WorkerGroup) leave(t *workerTurns) {
+	t.o.Leave(t.who)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if e := g.m[t.id]; e != nil && e.o == t.o {
+		e.refs--
+	}
+}
+
+// workerGroup returns d's group: its own (CursorIn), else its root's.
+func (d *Dataset) workerGroup() *WorkerGroup {
+	if g := d.group.Load(); g != nil {
+		return g
+	}
+	root := d
+	if d.parent != nil {
+		root = d.parent
+	}
+	if g := root.group.Load(); g != nil {
+		return g
+	}
+	root.group.CompareAndSwap(nil, NewWorkerGroup())
+	return root.group.Load()
+}
+
+// CursorIn is Cursor, whose DataLoader workers take their turns in group
+// g (see WorkerGroup) instead of d's: a server playing the workers of
+// several jobs on one Dataset gives each job its own group, so that one
+// job's workers never wait for another's.
+func (d *Dataset) CursorIn(g *WorkerGroup) *Dataset {
+	c := d.Cursor()
+	if g != nil {
+		c.group.Store(g)
+	}
+	return c
+}
+
+// workerTurns is one worker iterator's place in its rank's Order. Keys
+// are positions in the rank's consumption order: the worker's q-th
+// sample (padding aside) is in its batch q div B, the rank's step
+// (q div B)·W + worker.
+type workerTurns struct {
+	g           *WorkerGroup
+	id          turnID
+	o           *cache.Order
+	who         int
+	works       int64
+	batch       int64
+	seq         int64 // samples (padding aside) the iterator passed
+	next        int64 // the key of the next turn announced (Done)
+	recheck     int64 // seq at which next is to be found again (-1: none)
+	inTurn, end bool
+}
+
+// key returns the key of the worker's q-th sample.
+func (t *workerTurns) key(q int64) int64 {
+	b := q / t.batch
+	return (b*t.works+int64(t.who))*t.batch + q%t.batch
+}
+
+// nextChange returns the sample count (padding aside) at the iterator's
+// next shard change after the sample at index p of ids (of shard, the
+// seq-th sample), and whether it is certain: false when the known IDs end
+// first while more are coming (a lazy plan), the count then being the
+// end of the known ones.
+func (it *Iterator) nextChange(ids []int64, p int64, shard int, seq int64) (int64, bool) {
+	q := seq + 1
+	for k := p + 1; k < int64(len(ids)); k++ {
+		id := ids[k]
+		if id < 0 {
+			continue
+		}
+		sh, _, err := it.d.planner.Locate(id)
+		if err != nil || sh != shard {
+			return q, true
+		}
+		q++
+	}
+	return q, int64(len(ids)) >= int64(it.total)
+}
+
+// turnWait waits for the worker's turn at its shard change to shard at
+// index p (its seq-th sample), and returns the context to acquire the
+// shard with: it ends the turn once the claim is in (cache.WithAdmitted).
+func (it *Iterator) turnWait(p int64, shard int) (context.Context, error) {
+	t := it.turns
+	if err := t.o.Wait(it.ctx, t.who, t.key(t.seq)); err != nil {
+		return nil, err
+	}
+	t.inTurn = true
+	ids := *it.view.Load()
+	q, sure := it.nextChange(ids, p, shard, t.seq)
+	next := t.key(q)
+	t.recheck = -1
+	if !sure {
+		t.recheck = q
+	}
+	t.next = next
+	return cache.WithAdmitted(it.ctx, func() { it.turnDone() }), nil
+}
+
+// turnDone ends the current turn, if any (idempotent; the admitted
+// callback runs on the iterator's goroutine, inside Acquire).
+func (it *Iterator) turnDone() {
+	if t := it.turns; t != nil && t.inTurn {
+		t.inTurn = false
+		t.o.Done(t.who, t.next)
+	}
+}
+
+// turnPass counts a sample passed without a shard change and, where the
+// next turn was announced from a partial plan, announces it again once
+// the plan is known past it.
+func (it *Iterator) turnPass(p int64, shard int) {
+	t := it.turns
+	t.seq++
+	if t.recheck >= 0 && t.seq >= t.recheck {
+		ids := *it.view.Load()
+		q, sure := it.nextChange(ids, p, shard, t.seq-1)
+		t.recheck = -1
+		if !sure {
+			t.recheck = q
+		}
+		t.next = t.key(q)
+		t.o.Done(t.who, t.next)
+	}
+}
+
+// turnEnd lets go of the iterator's last shard at the end of its plan in
+// its turn there, without waiting for it (the other workers may need the
+// training loop to take this one's batches first, see cache.Order.Defer).
+func (it *Iterator) turnEnd() {
+	t := it.turns
+	if t.end {
+		return
+	}
+	t.end = true
+	o := it.cur
+	it.cur = nil
+	t.o.Defer(t.who, t.key(t.seq), func() {
+		if o != nil {
+			it.d.table.release(o)
+		}
+	})
+}

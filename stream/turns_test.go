@@ -1,0 +1,162 @@
+package stream_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicedata/sluice/plan"
+	"github.com/sluicedata/sluice/stream"
+)
+
+// orderedRun reads one epoch of a rank with workers DataLoader workers,
+// each on its own goroutine as the agent runs them, with the workers'
+// shard changes ordered (OrderAdmissions) under a cache of ~7 shards besides the index (14.6 KB), and
+// returns the store's GETs per object and the samples delivered and planned.
+func orderedRun(t *testing.T, workers int, stop func(w int, n int64) bool) (gets map[string]int, seen, want map[int64]int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reg, cb := memDataset(t, spec{samples: 600, payload: 300, sizeLimit: 4 << 10})
+	seed := int64(3)
+	ds, err := stream.Open(ctx, &stream.Options{Remote: "mem://data", Local: t.TempDir(), Registry: reg,
+		BatchSize: 4, Shuffle: true, ShuffleAlgo: plan.AlgoPy1s, ShuffleSeed: &seed, CacheLimit: 44_000,
+		PrefetchConcurrency: 2, OrderAdmissions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	ep, err := ds.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 1}, workers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen, want = map[int64]int{}, map[int64]int{}
+	for w := range workers {
+		ids, err := ep.Plan().Worker(0, 0, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if id >= 0 {
+				want[id]++
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		it, err := ep.Iter(ctx, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer it.Close()
+			var n int64
+			for it.Next() {
+				mu.Lock()
+				seen[it.ID()]++
+				mu.Unlock()
+				n++
+				if stop != nil && stop(w, n) {
+					return
+				}
+			}
+			if err := it.Err(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	return maps.Clone(cb.counts()), seen, want
+}
+
+// TestOrderAdmissionsDeterministic checks that with the workers' shard
+// changes ordered, what an evicting epoch downloads is the same on every
+// run whatever the goroutines' timing, and the samples are the plan's.
+func TestOrderAdmissionsDeterministic(t *testing.T) {
+	var first map[string]int
+	for run := range 4 {
+		gets, seen, want := orderedRun(t, 3, nil)
+		if !maps.Equal(seen, want) {
+			t.Fatalf("run %d: samples delivered are not the plan's", run)
+		}
+		if run == 0 {
+			first = gets
+			total := 0
+			for _, n := range gets {
+				total += n
+			}
+			if total <= 13 {
+				t.Fatalf("%d GETs: the cache did not evict and fetch again (%v)", total, gets)
+			}
+			continue
+		}
+		if fmt.Sprint(gets) != fmt.Sprint(first) {
+			t.Errorf("run %d fetched %v, run 0 %v", run, gets, first)
+		}
+	}
+}
+
+// TestOrderAdmissionsNoHang checks that ordered workers never wait for a
+// worker that stops reading (closed midway, as a killed DataLoader
+// worker's connection) for longer than the order's patience.
+func TestOrderAdmissionsNoHang(t *testing.T) {
+	_, seen, want := orderedRun(t, 2, func(w int, n int64) bool { return w == 1 && n == 30 })
+	var got, all int
+	for id, n := range seen {
+		if n > want[id] {
+			t.Fatalf("sample %d delivered %d times, planned %d", id, n, want[id])
+		}
+		got += n
+	}
+	for _, n := range want {
+		all += n
+	}
+	if got != all/2+30 {
+		t.Errorf("%d samples delivered, want worker 0's %d and 30 of worker 1's", got, all/2)
+	}
+}
+
+// TestOrderAdmissionsSequential reads the workers one after the other on
+// one goroutine: worker 0's shard changes wait for worker 1, which is not
+// read yet, only for the order's patience, once.
+func TestOrderAdmissionsSequential(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits the order's patience")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reg, _ := memDataset(t, spec{samples: 200, payload: 300, sizeLimit: 4 << 10})
+	ds, err := stream.Open(ctx, &stream.Options{Remote: "mem://data", Local: t.TempDir(), Registry: reg,
+		BatchSize: 4, Shuffle: true, CacheLimit: 6 * (4 << 10), OrderAdmissions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	ep, err := ds.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 1}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for w := range 2 {
+		it, err := ep.Iter(ctx, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for it.Next() {
+			total++
+		}
+		if err := it.Err(); err != nil {
+			t.Fatal(err)
+		}
+		it.Close()
+	}
+	if total < 200 {
+		t.Errorf("%d samples, want the epoch's 200 at least", total)
+	}
+}
