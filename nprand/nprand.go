@@ -25,6 +25,9 @@
 //     draws a shuffle of n elements would, without any data: this is how
 //     package shuffle finds the generator state at any shard of an epoch
 //     without materialising the epoch (about 2 ns per element).
+//     SkipShuffles makes the skips of a run of shuffles, reporting the
+//     generator before each (the vector lanes below go on from one to the
+//     next), and JumpOf / AdvanceJump precompute an Advance made many times.
 //   - CountLine counts a run of Float64-style draws below a threshold that
 //     moves linearly, on integers and without storing the draws (package
 //     shuffle's py1e resume counts positions with it).
@@ -36,7 +39,7 @@
 // there counts 16 tries at a time without the sequential accept chain,
 // about 0.5 ns per element in a long shuffle's upper bands against 2–3
 // ns for the scalar loop (shared 2-core Xeon, loaded); its last, small
-// bands still go try by try.
+// bands go try by try (sixteen tries written out, no loop).
 //
 // Shuffles and skips keep the generator state in registers and try both
 // 32-bit halves of each 64-bit draw without branches; on a 1M-element slice a
