@@ -271,3 +271,42 @@ func TestTarIndexGolden(t *testing.T) {
 }
 
 const goldenIndexSHA256 = "d45f56ceb1e6965ffbacc59619e9c9cec3280206a1bd5c09d4bb725f3da0483d"
+
+// FuzzTarIndexRanged: the index build's ranged, in-place scan of any bytes,
+// read whole or in short reads, gives what wds.Scan gives over them in
+// memory: the same entry, or an error of the same kind.
+func FuzzTarIndexRanged(f *testing.F) {
+	var buf bytes.Buffer
+	w := wds.NewWriter(&buf)
+	for j, n := range []int{0, 1, 511, 512, 513, 3000} {
+		w.Write(fmt.Sprintf("k%d", j), map[string][]byte{"bin": make([]byte, n), "cls": []byte("1")})
+	}
+	w.Close()
+	f.Add(buf.Bytes(), false)
+	f.Add(buf.Bytes()[:buf.Len()-1024], true)
+	f.Fuzz(func(t *testing.T, b []byte, choppy bool) {
+		ctx := context.Background()
+		mb := memstore.New("data")
+		wr, _ := mb.NewWriter(ctx, "a.tar", nil)
+		wr.Write(b)
+		if err := wr.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var bk storage.Bucket = mb
+		if choppy {
+			bk = choppyBucket{mb}
+		}
+		opts := &wds.ReaderOptions{MaxMemberSize: 1 << 20, MaxSampleSize: 2 << 20, MaxFields: 64}
+		want, werr := wds.Scan(bytes.NewReader(b), opts)
+		idx, err := stream.BuildTarIndex(ctx, bk, []string{"a.tar"}, &stream.TarIndexOptions{Reader: opts})
+		if (err == nil) != (werr == nil) || (err != nil && errors.Is(err, wds.ErrCorrupt) != errors.Is(werr, wds.ErrCorrupt)) {
+			t.Fatalf("ranged error %v, in memory %v", err, werr)
+		}
+		if err != nil {
+			return
+		}
+		if got := idx.Shards[0]; got.Samples != want.Samples || got.RawData.Hashes[wds.HeaderDigest] != want.Digest {
+			t.Fatalf("ranged %d samples %s, in memory %d %s", got.Samples, got.RawData.Hashes[wds.HeaderDigest], want.Samples, want.Digest)
+		}
+	})
+}
