@@ -150,15 +150,20 @@ func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand b
 		}
 		first = byRel[files[0].Raw]
 		ready(paths)
-		// ready woke the shard's waiters and started the fetches that
-		// its end freed a slot for: they wait in this goroutine's run
-		// queue. The syncs below block in the kernel while holding this
-		// goroutine's processor, and the runtime hands that processor to
-		// them only after 10-20 ms or when the syncs end (traced on
-		// BenchmarkColdS3: each next download started, and the consumer
-		// got the shard, only after the previous shard's sync and
-		// rename, 10-27 ms later). Let them run first.
-		runtime.Gosched()
+		if d.c.opts.Limit == 0 {
+			// ready woke the shard's early readers and started the
+			// fetches that its end freed a slot for: they wait in this
+			// goroutine's run queue. The syncs below block in the kernel
+			// while holding this goroutine's processor, and the runtime
+			// hands that processor to them only after 10-20 ms or when
+			// the syncs end (traced on BenchmarkColdS3: each next
+			// download started, and the consumer got the shard, only
+			// after the previous shard's sync and rename, 10-27 ms
+			// later). Let them run first. (Under a limit the consumer
+			// reads the shard once it is committed: the commit goes
+			// first.)
+			runtime.Gosched()
+		}
 		if h := d.c.beforeCommit; h != nil {
 			h(shard)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -731,11 +730,6 @@ func (pf *prefetcher) walkLocked() {
 			pf.inflight.Add(-1)
 			pf.kick()
 		})
-		// The fetch's goroutine, just started, sends its request before
-		// the next fetch is admitted (each admission is a few file system
-		// calls): the eight requests of a walk go out as they are
-		// admitted, not after the last admission.
-		runtime.Gosched()
 	}
 }
 
