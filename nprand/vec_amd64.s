@@ -80,14 +80,15 @@ nx: \
 	HALF(x, v, off, rl, rn) \
 fl:
 
-// TRY makes try t of a half block stored at SP (its value at off):
+// TRY makes try t of a half block stored at BX (its value at off; BX is
+// 64-byte aligned, so the half's store splits no cache line):
 // i -= (v & mask) <= i, without a branch on the outcome, then a jump to
 // nb when i fell below floor (a new band, or done: rare). The halves'
 // one-by-one paths (sla, slb) are TRY written out 16 times: two cycles a
 // try on i's chain (CMP, ADC) and no loop branch, where a loop measured
 // about four.
 #define TRY(off, nb) \
-	MOVL off(SP), R9 \
+	MOVL off(BX), R9 \
 	ANDQ DX, R9 \
 	CMPQ SI, R9 \
 	ADCQ $-1, SI \
@@ -111,7 +112,7 @@ fl:
 // tries of a block are the dwords of the two output registers, in order
 // (the lower half of each draw first). The first block's tries before
 // from (0–32) are not made: they belong to what the lanes drew before.
-TEXT ·skipVec(SB), NOSPLIT, $128-64
+TEXT ·skipVec(SB), NOSPLIT, $192-64
 	MOVQ st+0(FP), DI
 	MOVQ i+8(FP), SI
 	MOVQ mask+16(FP), DX
@@ -120,6 +121,8 @@ TEXT ·skipVec(SB), NOSPLIT, $128-64
 	LEAQ 1(DX), R12
 	SHRQ $1, R12
 	VMOVDQU32 iota32<>+0(SB), Z13
+	LEAQ 63(SP), BX // the one-by-one halves' buffer, 64-byte aligned
+	ANDQ $-64, BX
 	VPBROADCASTD DX, Z15
 	MOVQ from+32(FP), R14
 	TESTQ R14, R14
@@ -165,7 +168,7 @@ sdone:
 
 // Half a's tries one by one (SELHALF's sl).
 sla:
-	VMOVDQU64 Z24, 0(SP)
+	VMOVDQU64 Z24, 0(BX)
 	TRY(0, sba0)
 sna0:
 	TRY(4, sba1)
@@ -235,7 +238,7 @@ sba15:
 
 // Half b's tries one by one (SELHALF's sl).
 slb:
-	VMOVDQU64 Z25, 64(SP)
+	VMOVDQU64 Z25, 64(BX)
 	TRY(64, sbb0)
 snb0:
 	TRY(68, sbb1)
