@@ -163,6 +163,15 @@ func BenchmarkColdS3(b *testing.B) {
 				}
 			}
 			raw, file, sl := modes[0], modes[1], modes[2]
+			if srvPID > 0 {
+				// What the rates' ratio is where the machine's cores are
+				// the bound (as on a loaded 2-core machine, where client
+				// and server share them): the raw GETs' CPU per MB, the
+				// client's and the server's, over sluice's. Less noisy
+				// than the rates under a varying load.
+				perMB := func(m *coldMode) float64 { return (m.cpu + m.srv).Seconds() / float64(m.bytes) }
+				b.ReportMetric(perMB(raw)/perMB(sl)*100, "cpu-%ofRawGET")
+			}
 			// With its Close (the last syncs and renames).
 			b.ReportMetric(float64(sl.bytes)/sl.all.Seconds()/1e6, "sluice+close-MB/s")
 			b.ReportMetric(rate(sl)/rate(raw)*100, "%ofRawGET")
