@@ -213,6 +213,12 @@ func (nd *node) read(c *chain) {
 		nd.flush()
 	}
 	nd.flush() // fetches the last pumps started, on the link
+	if newShard && nd.ordered() {
+		// Taking turns, the walk moves in the turn, before the shard is
+		// there.
+		nd.moveTo(c.origin, cs.runPos, c.t)
+		nd.flush()
+	}
 	c.t = math.Max(c.t, nd.waitFor(c, sh))
 	if !nd.ordered() {
 		nd.clock++
@@ -238,7 +244,7 @@ func (nd *node) read(c *chain) {
 	}
 	// A new shard for the consumer (not its last run's, continued): its
 	// walk moves to the run's start once the shard is there (c.t).
-	if newShard {
+	if newShard && !nd.ordered() {
 		i := (c.step - cs.first) / cs.stride
 		c.move = int64(cs.locals[i]) + max(run.Start, c.from) - c.from
 	}

@@ -109,7 +109,8 @@ func (nd *node) newConsumers() {
 			n += to - from
 		}
 		cs.n = n
-		if cs.firstShard < 0 || nd.state[cs.firstShard] == present {
+		if cs.firstShard < 0 || nd.state[cs.firstShard] == present || nd.ordered() {
+			// (Taking turns, a worker has no first-sample budget.)
 			cs.out = true
 		} else {
 			nd.waitOut++
@@ -214,7 +215,18 @@ func (nd *node) pump(ci int, t float64) {
 		}
 		if nd.state[sh] == absent {
 			dist := max(cs.nodePos(at)-nd.pos, 0)
+			if nd.ordered() {
+				// The real cache's distances (orderedVictims): the
+				// walk's, from its position.
+				dist = max(at-cs.pos, 1)
+			}
 			if !nd.reserve(nd.c.Dataset.Shards[sh].Footprint, dist, false) {
+				if nd.ordered() {
+					// The refused fetch ends, which the cache signals
+					// as it does every fetch's end: its memo of the
+					// refusal is stale at once.
+					nd.gen++
+				}
 				cs.walk.Refuse(at)
 				return
 			}

@@ -341,6 +341,11 @@ func (nd *node) advance(t float64) {
 // pumpWoken pumps the consumers a completion concerned (a freed fetch
 // slot, the first sample out) at t.
 func (nd *node) pumpWoken(t float64) {
+	if nd.ordered() {
+		// Taking turns, the walks run in the turns alone.
+		nd.wake = nd.wake[:0]
+		return
+	}
 	for len(nd.wake) > 0 {
 		ci := nd.wake[len(nd.wake)-1]
 		nd.wake = nd.wake[:len(nd.wake)-1]
@@ -536,8 +541,8 @@ func (nd *node) progress(s int, pos int64, t float64) {
 		nd.pos = pos
 		nd.moved()
 	}
-	if s != 0 {
-		return
+	if s != 0 || nd.ordered() {
+		return // taking turns, each walk starts in its first turn
 	}
 	for i := range nd.cons {
 		cs := &nd.cons[i]

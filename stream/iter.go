@@ -214,6 +214,7 @@ func newIterator(ctx context.Context, d *Dataset, ids []int64, t *workerTurns) *
 		horizon: max(2*d.opts.predownload(), 1024), turns: t,
 	}
 	it.view.Store(&ids)
+	it.out.Store(t != nil) // taking turns, no first-sample budget (see turnClaimed)
 	it.start(pctx)
 	return it
 }
@@ -230,6 +231,7 @@ func newLazyIterator(ctx context.Context, d *Dataset, first []int64, src *plan.W
 		horizon: max(2*d.opts.predownload(), 1024), turns: t,
 	}
 	it.view.Store(&first)
+	it.out.Store(t != nil)
 	it.wg.Add(1)
 	go func() {
 		defer it.wg.Done()
@@ -314,9 +316,12 @@ func (it *Iterator) Next() bool {
 		return false
 	}
 	if !it.walked {
-		// The first walk, from where the reading begins (after Skip).
+		// The first walk, from where the reading begins (after Skip);
+		// taking turns, in the first shard change's turn.
 		it.walked = true
-		it.walk(true)
+		if it.turns == nil {
+			it.walk(true)
+		}
 	}
 	it.walkOut()
 	for {
@@ -362,7 +367,7 @@ func (it *Iterator) Next() bool {
 			early := it.d.cache == nil || it.d.cache.Limit() == 0
 			o, hit, err := it.d.table.acquire(actx, shard, early)
 			if it.turns != nil {
-				it.turnDone() // an open shard of this Dataset's table: no call to the cache
+				it.turnClaimed(p) // an open shard of this Dataset's table: no call to the cache
 				it.turns.seq++
 			}
 			w := int64(time.Since(start))
@@ -375,8 +380,10 @@ func (it *Iterator) Next() bool {
 			it.stats.hit(hit)
 			it.d.stats.hit(hit)
 			it.cur = o
-			it.walkPos.Store(p)
-			it.walk(true)
+			if it.turns == nil {
+				it.walkPos.Store(p)
+				it.walk(true)
+			}
 		} else if it.turns != nil {
 			it.turnPass(p, shard)
 		}
@@ -589,6 +596,9 @@ func (it *Iterator) prefetch(ctx context.Context) {
 			return
 		case <-it.progress: // a lazy plan's remaining IDs are in view
 		}
+		if it.turns != nil {
+			continue // taking turns, the walk runs in the turns alone
+		}
 		pf.moved.Store(true)
 		pf.kick()
 	}
@@ -728,7 +738,11 @@ func (pf *prefetcher) walkLocked() {
 				}
 			}
 			pf.inflight.Add(-1)
-			pf.kick()
+			if it.turns == nil {
+				// (Taking turns, the walk runs in the turns alone: a
+				// fetch's end comes at a time the order does not set.)
+				pf.kick()
+			}
 		})
 	}
 }

@@ -72,7 +72,9 @@ type Options struct {
 	// under a cache limit, in the order the training loop consumes them
 	// (see WorkerGroup): what the cache evicts and downloads again is
 	// then the same on every run, and `sluice simulate --order-admissions`
-	// predicts it exactly. It costs throughput where the workers fetch on
+	// predicts it exactly. A worker's prefetch walk then runs in its
+	// turns alone (not when a fetch frees a slot), and it has no
+	// first-sample budget. It costs throughput where the workers fetch on
 	// demand (a limit that leaves no prefetch budget): a worker's next
 	// fetch waits for the worker before it in the order to reach its
 	// shard change, which waits for that worker's download (1.2-1.35x

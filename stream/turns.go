@@ -176,11 +176,27 @@ func (it *Iterator) turnWait(p int64, shard int) (context.Context, error) {
 		t.recheck = q
 	}
 	t.next = next
-	return cache.WithAdmitted(it.ctx, func() { it.turnDone() }), nil
+	return cache.WithAdmitted(it.ctx, func() { it.turnClaimed(p) }), nil
 }
 
-// turnDone ends the current turn, if any (idempotent; the admitted
-// callback runs on the iterator's goroutine, inside Acquire).
+// turnClaimed ends the turn of the shard change at index p once the
+// shard is claimed (the admitted callback runs on the iterator's
+// goroutine, inside Acquire; a shard this Dataset's table has open makes
+// no call, and the iterator calls it after): the prefetch walk moves to
+// p and starts its fetches in the turn, before the shard is there, so
+// that they too are admitted in the rank's order. (Without turns the walk
+// moves once the shard is acquired, and until its first sample is out a
+// worker fetches only that sample's shard; taking turns there is no such
+// budget, whose end would come at a time the order does not set.)
+func (it *Iterator) turnClaimed(p int64) {
+	if t := it.turns; t != nil && t.inTurn {
+		it.walkPos.Store(p)
+		it.walk(true)
+		it.turnDone()
+	}
+}
+
+// turnDone ends the current turn, if any (idempotent).
 func (it *Iterator) turnDone() {
 	if t := it.turns; t != nil && t.inTurn {
 		t.inTurn = false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -158,5 +159,72 @@ func TestOrderAdmissionsSequential(t *testing.T) {
 	}
 	if total < 200 {
 		t.Errorf("%d samples, want the epoch's 200 at least", total)
+	}
+}
+
+// BenchmarkOrderAdmissions reads an epoch with 4 DataLoader workers, each
+// on its own goroutine, under a cache limit that holds the dataset (warm:
+// every shard change a hit, after a first epoch; cold: a fresh cache, every
+// shard fetched once from memory), with and without the workers taking
+// turns: the cost of the order itself, not of waiting for downloads.
+func BenchmarkOrderAdmissions(b *testing.B) {
+	reg, _ := memDataset(b, spec{samples: 20000, payload: 100, sizeLimit: 16 << 10})
+	for _, warm := range []bool{true, false} {
+		for _, ordered := range []bool{false, true} {
+			b.Run(fmt.Sprintf("warm=%v/ordered=%v", warm, ordered), func(b *testing.B) {
+				ctx := context.Background()
+				local := b.TempDir()
+				open := func() *stream.Dataset {
+					ds, err := stream.Open(ctx, &stream.Options{Remote: "mem://data", Local: local, Registry: reg,
+						BatchSize: 8, Shuffle: true, CacheLimit: 64 << 20, OrderAdmissions: ordered})
+					if err != nil {
+						b.Fatal(err)
+					}
+					return ds
+				}
+				epoch := func(ds *stream.Dataset) {
+					ep, err := ds.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 1}, 4)
+					if err != nil {
+						b.Fatal(err)
+					}
+					var wg sync.WaitGroup
+					for w := range 4 {
+						it, err := ep.Iter(ctx, w)
+						if err != nil {
+							b.Fatal(err)
+						}
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							defer it.Close()
+							for it.Next() {
+							}
+							if err := it.Err(); err != nil {
+								b.Error(err)
+							}
+						}()
+					}
+					wg.Wait()
+				}
+				ds := open()
+				if warm {
+					epoch(ds)
+				}
+				b.ResetTimer()
+				for range b.N {
+					if !warm {
+						b.StopTimer()
+						ds.Close()
+						os.RemoveAll(local)
+						ds = open()
+						b.StartTimer()
+					}
+					epoch(ds)
+				}
+				b.StopTimer()
+				ds.Close()
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/20000, "ns/sample")
+			})
+		}
 	}
 }
