@@ -44,14 +44,16 @@ type readBuffers struct {
 // denseAfter bytes): a request that ends at the next long gap has then
 // fetched little past the header. A request read through for denseAfter
 // bytes (an archive of small members, read whole) reads up to the whole
-// buffer at once. 256 KiB rather than 1 MiB: the same client CPU per 64 MB
-// tar of 20 KB members from the loopback S3 server, and 5–8 ms of the
-// server's instead of 9–11 (BenchmarkTarIndexBuild, 7 interleaved runs),
-// the socket being drained in steadier steps. (Before the buffer was read
-// into directly, through bufio, 1 MiB reads instead of 64 KiB ones had
-// taken the client's CPU from 31–34 ms to 24–27 ms.)
+// buffer at once: fewer, larger reads, as the whole-GET floor of
+// BenchmarkTarIndexBuild (s3-get) does. 256 KiB reads took 1.5–3 ms of
+// versitygw's CPU per 64 MB tar of 20 KB members, but added about as much
+// system time to the client (3 interleaved rounds, 11 pairs, load 5–8:
+// client+server 29.1 against 30.1 ms, within the noise); 512 KiB was no
+// different from 1 MiB. (Before the buffer was read into directly, through
+// bufio, 1 MiB reads instead of 64 KiB ones had taken the client's CPU
+// from 31–34 ms to 24–27 ms.)
 const (
-	readBuffer = 256 << 10
+	readBuffer = 1 << 20
 	readSmall  = 64 << 10
 	denseAfter = 256 << 10
 )
