@@ -140,6 +140,14 @@ type Config struct {
 	// changes in turn, in the order the training loop consumes them (see
 	// stream.WorkerGroup). Unused with RankIterator or one worker.
 	OrderAdmissions bool
+	// WorkerStart is the time from the training loop's start (iter over
+	// the DataLoader) until each DataLoader worker can send its first
+	// request, every epoch: the Python client's worker process start and
+	// its handshake with the agent (`sluice simulate --worker-start`,
+	// 40 ms by default there: 30-45 ms measured at load ~4 by
+	// python/tests/test_sim_validate.py, up to ~170 ms on a loaded
+	// machine). Unused with RankIterator.
+	WorkerStart time.Duration
 	// Store is the store model.
 	Store Store
 	// DecodeCost is the CPU time a DataLoader worker spends per sample.
@@ -180,6 +188,9 @@ func (c *Config) validate() error {
 	if c.Shape.Nodes <= 0 || c.Shape.RanksPerNode <= 0 || c.Shape.WorkersPerRank <= 0 {
 		return fmt.Errorf("%w: nodes, ranks per node and workers per rank must be positive (%d, %d, %d)",
 			ErrInvalid, c.Shape.Nodes, c.Shape.RanksPerNode, c.Shape.WorkersPerRank)
+	}
+	if c.WorkerStart < 0 {
+		return fmt.Errorf("%w: worker start must not be negative", ErrInvalid)
 	}
 	if c.Epochs < 0 || c.IndexRequests < 0 || c.Predownload < 0 || c.CacheLimit < 0 || c.PrefetchConcurrency < 0 || c.DecodeCost < 0 || c.PrefetchFactor < 0 {
 		return fmt.Errorf("%w: epochs, predownload, cache limit, prefetch concurrency, prefetch factor and decode cost must not be negative", ErrInvalid)
@@ -236,6 +247,14 @@ func (c *Config) readAhead() int {
 		f = 2
 	}
 	return f * c.Shape.WorkersPerRank
+}
+
+// workerStart is WorkerStart in seconds (0 with RankIterator).
+func (c *Config) workerStart() float64 {
+	if c.RankIterator {
+		return 0
+	}
+	return c.WorkerStart.Seconds()
 }
 
 func (c *Config) concurrency() int {

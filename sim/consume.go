@@ -72,7 +72,7 @@ func (nd *node) begin(s int, t float64) {
 	lo, hi := nd.sc.StepStart(s), nd.sc.StepStart(s+1)
 	at := t
 	if ra := nd.c.readAhead(); ra > 0 {
-		at = nd.epochStart
+		at = nd.epochStart + nd.c.workerStart()
 		if s >= ra {
 			at = nd.taken[s%ra]
 		}

@@ -544,6 +544,7 @@ func (nd *node) progress(s int, pos int64, t float64) {
 	if s != 0 || nd.ordered() {
 		return // taking turns, each walk starts in its first turn
 	}
+	t += nd.c.workerStart() // a DataLoader worker's first request
 	for i := range nd.cons {
 		cs := &nd.cons[i]
 		cs.walk.Sync(cs.pos)

@@ -41,6 +41,7 @@ type simulateFlags struct {
 	samples, sampleBytes     string
 	stepTime                 string
 	latency, decodeCost      time.Duration
+	workerStart              time.Duration
 	bwNode, bwTotal          string
 	rankIterator             bool
 	orderAdmissions          bool
@@ -107,6 +108,7 @@ prefetch_factor (batches a worker may read ahead of the training loop).`,
 	fl.StringVar(&f.bwNode, "bandwidth-per-node", "", `download rate of one node in bytes/s ("1.25gb"; default: unlimited)`)
 	fl.StringVar(&f.bwTotal, "bandwidth-total", "", `download rate of the store for all nodes in bytes/s (default: unlimited)`)
 	fl.DurationVar(&f.decodeCost, "decode-cost", 0, "CPU time per sample in a DataLoader worker")
+	fl.DurationVar(&f.workerStart, "worker-start", 40*time.Millisecond, "time from the training loop's start until each DataLoader worker sends its first request, every epoch (the Python client's process start and agent handshake; 30-45 ms measured at load ~4, more on a loaded machine; unused with --rank-iterator)")
 	fl.BoolVar(&f.rankIterator, "rank-iterator", false, "model sluice stream (one iterator per rank) instead of the agent")
 	fl.BoolVar(&f.orderAdmissions, "order-admissions", false, "model stream's OrderAdmissions: under a cache limit a rank's DataLoader workers take their shard changes in turn, in the training loop's order (downloads then exact)")
 	fl.StringVar(&f.vary, "vary", "", "compare settings: KEY=V1,V2,...")
@@ -306,8 +308,8 @@ func simulateConfig(f *simulateFlags, ds *sim.Dataset) (*sim.Config, error) {
 		Shape:  plan.Shape{Nodes: f.nodes, RanksPerNode: f.ranks, WorkersPerRank: f.workers},
 		Epochs: f.epochs, Predownload: f.predownload, PrefetchConcurrency: f.concurrency,
 		RankIterator: f.rankIterator, DecodeCost: f.decodeCost, PrefetchFactor: f.prefetchFactor,
-		OrderAdmissions: f.orderAdmissions,
-		Store:           sim.Store{Latency: f.latency},
+		OrderAdmissions: f.orderAdmissions, WorkerStart: f.workerStart,
+		Store: sim.Store{Latency: f.latency},
 	}
 	var err error
 	if f.cacheLimit != "" {
