@@ -233,10 +233,20 @@ func New(ctx context.Context, bucket, prefix string, opts *Options) (*Bucket, er
 			cfg.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 		}
 	}
+	var resolver s3.EndpointResolverV2
+	if endpoint != "" && endpointParamsKnown() {
+		// The SDK's own resolution, evaluated once per Bucket instead of
+		// twice per request (see cachedResolver). AWS itself keeps the
+		// SDK's resolver untouched.
+		resolver = newCachedResolver(s3.NewDefaultEndpointResolverV2())
+	}
 	clientOpts := func(o *s3.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
 			o.UsePathStyle = !opts.VirtualHostStyle
+			if resolver != nil {
+				o.EndpointResolverV2 = resolver
+			}
 		}
 	}
 
