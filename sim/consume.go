@@ -181,9 +181,9 @@ func (nd *node) read(c *chain) {
 		nd.leased[sh]++
 		nd.vic.remove(sh)
 		cs.cur = sh
-		i := (c.step - cs.first) / cs.stride
-		cs.runPos = int64(cs.locals[i]) + max(run.Start, c.from) - c.from
 		if nd.ordered() {
+			i := (c.step - cs.first) / cs.stride
+			cs.runPos = int64(cs.locals[i]) + max(run.Start, c.from) - c.from
 			// The cache's clock ticks at a lease, once per shard change.
 			nd.clock++
 			nd.lastUse[sh] = nd.clock

@@ -29,10 +29,10 @@ type consumer struct {
 	hint    int     // ShardAt's part
 	runHint int     // ShardAt's node run
 	pos     int64   // the walk's position: where the run of its shard begins
-	// runPos is where the run of the shard it reads begins, from the
-	// moment it changes to that shard (an Iterator's runPos, from which
-	// it reports its next uses to the cache; pos follows once the shard
-	// is there).
+	// runPos (kept where the workers take turns) is where the run of the
+	// shard it reads begins, from the moment it changes to that shard (an
+	// Iterator's runPos, from which it reports its next uses to the
+	// cache; pos follows once the shard is there).
 	runPos      int64
 	cur         int  // the shard it read last (-1: none)
 	prefetching int  // prefetches in flight

@@ -93,6 +93,7 @@ type node struct {
 	// shard change of its begun chains and when its last turn was taken.
 	minTurn []int64
 	turnT   []float64
+	turns   bool        // the workers take turns (takesTurns)
 	dist    []int64     // orderedVictims' distances, per shard
 	lv      listVictims // orderedVictims' list
 
@@ -153,6 +154,7 @@ func newNode(c *Config, id int) *node {
 		taken:      make([]float64, max(c.readAhead(), 1)),
 		cur:        make([]leases, c.Shape.WorkersPerRank+2),
 	}
+	nd.turns = takesTurns(c)
 	nd.horizon = int64(max(2*c.predownload(), 1024)) * int64(c.consumers())
 	nd.budget = prefetchBudget(c, c.consumers())
 	// The index is fetched first and stays in the cache.

@@ -19,9 +19,11 @@ import (
 const noTurn = math.MaxInt64
 
 // ordered reports whether the node's workers take turns.
-func (nd *node) ordered() bool {
-	c := nd.c
-	return c.OrderAdmissions && !c.RankIterator && c.Shape.WorkersPerRank > 1 && nd.limit > 0
+func (nd *node) ordered() bool { return nd.turns }
+
+// takesTurns reports whether c's workers take turns on a node.
+func takesTurns(c *Config) bool {
+	return c.OrderAdmissions && !c.RankIterator && c.Shape.WorkersPerRank > 1 && c.CacheLimit > 0
 }
 
 // nextTurn returns the key of chain c's next shard change (noTurn: none
