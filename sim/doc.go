@@ -11,7 +11,11 @@
 // It reports time to first batch, the
 // stalled steps and their wait, throughput, bytes and requests to the
 // store, peak cache use and evictions, per node and for the run, and
-// searches the smallest cache limit that adds no stall. What it models,
+// searches the smallest cache limit that adds no stall. With
+// Config.OrderAdmissions it plays stream's ordered admissions: a rank's
+// workers take their shard changes in turn, in the training loop's
+// order, and the eviction sees the real cache's candidates exactly
+// (turns.go). What it models,
 // what it does not and its measured error against the real stream over
 // S3 are in docs/input-bound.md.
 package sim
