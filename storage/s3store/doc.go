@@ -34,7 +34,10 @@
 // (http://host/bucket/key), which every S3-compatible store accepts. With no
 // region configured, the bucket's region is discovered with one HeadBucket
 // request (falling back to us-east-1 for a custom endpoint that reports
-// none).
+// none). With a custom endpoint the SDK's endpoint rules are evaluated
+// once per bucket and parameters, not for every request (they cost about
+// half of the client's CPU per small GET); AWS endpoints are resolved by
+// the SDK as usual.
 //
 // # Retries
 //
