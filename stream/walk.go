@@ -1,0 +1,264 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicedata/sluice/cache"
+	"github.com/sluicedata/sluice/stream/prefetch"
+)
+
+// NextUses implements cache.Future: the shards of the next samples, with
+// their distance from the iterator's position.
+func (it *Iterator) NextUses(fn func(d *cache.Dataset, shard int, distance int64)) {
+	// The current shard's run begins at runPos (its shard may still be
+	// being acquired): it is at distance 0.
+	ids := *it.view.Load()
+	p := max(it.runPos.Load(), 0)
+	end := min(p+int64(it.horizon), int64(len(ids)))
+	last := -1
+	for k := p; k < end; k++ {
+		id := ids[k]
+		if id < 0 {
+			continue
+		}
+		shard, _, err := it.d.planner.Locate(id)
+		if err != nil || shard == last {
+			continue
+		}
+		last = shard
+		ref := it.d.shards[shard]
+		if cds := it.d.streams[ref.stream].cds; cds != nil {
+			fn(cds, ref.local, k-p)
+		}
+	}
+}
+
+// prefetch walks the plan ahead of the consumer, fetching the shards of
+// the next Predownload samples with bounded parallelism. The order is
+// package prefetch's Walk (the simulator plays the same): a fetch refused
+// for lack of space (everything else is needed sooner) is retried when the
+// consumer moves on.
+//
+// The walk is advanced by whoever frees a download slot or moves the
+// consumer: the consumer's own goroutine when it moves (walk), this
+// goroutine when a lazy plan's IDs come into view, and each fetch itself,
+// on its own goroutine, once its bytes are written (PrefetchFunc). The
+// next download thus starts without any goroutine waking up first. With
+// a loop that alone started downloads, woken when a slot freed, a traced
+// BenchmarkColdS3 at load ~10 showed 2-8 ms between a download's end and
+// the next one's start, of 10-25 ms per 4 MB shard.
+func (it *Iterator) prefetch(ctx context.Context) {
+	pf := it.pf
+	defer func() {
+		pf.mu.Lock()
+		pf.stopped = true
+		it.noteAhead(-int64(pf.w.Ahead()))
+		pf.mu.Unlock()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-it.progress: // a lazy plan's remaining IDs are in view
+		}
+		if it.turns != nil {
+			continue // taking turns, the walk runs in the turns alone
+		}
+		pf.moved.Store(true)
+		pf.kick()
+	}
+}
+
+// newPrefetcher returns the iterator's prefetch walk, stopped with ctx.
+func (it *Iterator) newPrefetcher(ctx context.Context) *prefetcher {
+	conc := it.d.opts.PrefetchConcurrency
+	if conc <= 0 {
+		conc = defaultPrefetchConcurrency
+	}
+	pf := &prefetcher{it: it, ctx: ctx, conc: int64(conc),
+		w: prefetch.New(int64(it.d.opts.predownload()))}
+	pf.wp.it = it
+	pf.wp.retryAt.Store(-1)
+	return pf
+}
+
+// walkOut runs the walk that the first sample's delivery released, if it
+// has not run yet (see outWalk).
+func (it *Iterator) walkOut() {
+	if it.outWalk {
+		it.outWalk = false
+		it.walk(false)
+	}
+}
+
+// walk advances the prefetch walk on the consumer's goroutine, where Next
+// moves (moved: to a new shard, so a fetch refused for room is retried)
+// or its first sample is out: what the walk fetches and the cache admits
+// then depends on where the consumer is, not on when another goroutine
+// gets to run. The walk never waits for a download, another process or
+// room (see cache.Via.PrefetchFunc).
+func (it *Iterator) walk(moved bool) {
+	pf := it.pf
+	if pf == nil {
+		return
+	}
+	if moved {
+		pf.moved.Store(true)
+	}
+	if it.d.cache.Limit() == 0 {
+		// Without a limit nothing is refused or evicted: what the walk
+		// starts depends on the consumer's position alone, whoever walks.
+		// A walk in progress on a fetch's goroutine (admitting the
+		// fetches its end freed slots for, ~1 ms each) walks once more
+		// from the new position instead of holding the consumer back.
+		pf.kick()
+		return
+	}
+	pf.mu.Lock()
+	pf.again.Store(false)
+	pf.walkLocked()
+	pf.mu.Unlock()
+	if pf.again.Load() {
+		pf.kick() // a fetch's end asked meanwhile
+	}
+}
+
+// prefetcher is one Iterator's prefetch walk, advanced under mu by kick
+// from the Iterator's prefetch goroutine and from the fetches it started.
+type prefetcher struct {
+	it       *Iterator
+	ctx      context.Context
+	conc     int64
+	inflight atomic.Int64 // downloads started whose bytes are not written yet
+	again    atomic.Bool  // a kick found mu held: its holder walks once more
+	// moved is set when the consumer moves: the next walk retries a
+	// refused fetch (a walk after a fetch's end leaves it refused).
+	moved atomic.Bool
+
+	mu      sync.Mutex
+	w       *prefetch.Walk
+	wp      walkPlan
+	stopped bool // the prefetch goroutine returned: start nothing more
+}
+
+// kick advances the walk, starting downloads while slots are free. A kick
+// that finds another in progress leaves the work to it (it walks again
+// before it returns), so a fetch's callback never blocks.
+func (pf *prefetcher) kick() {
+	pf.again.Store(true)
+	for pf.again.Load() {
+		if !pf.mu.TryLock() {
+			return
+		}
+		pf.again.Store(false)
+		pf.walkLocked()
+		pf.mu.Unlock()
+	}
+}
+
+// walkLocked starts the downloads the walk names, while slots are free.
+// Call with mu held.
+func (pf *prefetcher) walkLocked() {
+	it, w, wp := pf.it, pf.w, &pf.wp
+	if pf.stopped || pf.ctx.Err() != nil {
+		return
+	}
+	pos := it.walkPos.Load()
+	if pf.moved.Swap(false) {
+		if r := wp.retryAt.Swap(-1); r >= 0 {
+			w.Refuse(r)
+		}
+	}
+	if n := w.Sync(pos); n > 0 {
+		it.noteAhead(-int64(n))
+	}
+	budget := it.d.prefetchBudget()
+	wp.ids = *it.view.Load()
+	n := int64(len(wp.ids))
+	if !it.out.Load() {
+		// Only the first sample's shard until it is out.
+		budget = prefetch.FirstBudget(budget)
+		n = prefetch.FirstEnd(wp, it.from.Load(), n)
+	}
+	for pf.inflight.Load() < pf.conc {
+		at, shard, ok := w.Next(wp, pos, n, budget)
+		if !ok {
+			return
+		}
+		ref := it.d.shards[shard]
+		st := it.d.streams[ref.stream]
+		w.Fetched(at)
+		it.noteAhead(1)
+		pf.inflight.Add(1)
+		// The callback runs on the fetch's goroutine (or here, at once,
+		// for a shard whose bytes are written already).
+		st.cds.Via(st.bucket).PrefetchFunc(ref.local, at-pos, func(err error) {
+			if errors.Is(err, cache.ErrNoSpace) {
+				// The walk resumes here when the consumer moves.
+				for {
+					r := wp.retryAt.Load()
+					if (r >= 0 && r <= at) || wp.retryAt.CompareAndSwap(r, at) {
+						break
+					}
+				}
+			}
+			pf.inflight.Add(-1)
+			if it.turns == nil {
+				// (Taking turns, the walk runs in the turns alone: a
+				// fetch's end comes at a time the order does not set.)
+				pf.kick()
+			}
+		})
+	}
+}
+
+// walkPlan is the prefetcher's view of its plan and cache for
+// prefetch.Walk: the consumer's IDs and the shards' presence; retryAt is
+// the earliest position whose fetch the cache refused (-1: none), set by
+// the fetches' goroutines.
+type walkPlan struct {
+	it      *Iterator
+	ids     []int64
+	retryAt atomic.Int64
+}
+
+func (wp *walkPlan) ShardAt(p int64) (int, int64, bool) {
+	id := wp.ids[p]
+	if id < 0 {
+		return 0, p + 1, false
+	}
+	shard, _, err := wp.it.d.planner.Locate(id)
+	return shard, p + 1, err == nil
+}
+
+func (wp *walkPlan) Present(shard int) bool {
+	ref := wp.it.d.shards[shard]
+	cds := wp.it.d.streams[ref.stream].cds
+	// A shard on its way counts as present: whether it is there yet is
+	// timing, and the walk's choices must not depend on it.
+	return cds == nil || cds.Coming(ref.local)
+}
+
+func (wp *walkPlan) Stop() bool { return wp.retryAt.Load() >= 0 }
+
+// noteAhead counts shards fetched ahead of the consumer (Stats.Prefetched).
+func (it *Iterator) noteAhead(n int64) {
+	it.stats.ahead.Add(n)
+	it.d.stats.ahead.Add(n)
+}
+
+// prefetchBudget returns how many shards one consumer may fetch ahead
+// (prefetch.Budget): its share of the cache after every consumer's current
+// shard and one fetch each. Without a limit it is unbounded.
+func (d *Dataset) prefetchBudget() int {
+	var foot int64
+	for _, st := range d.streams {
+		if st.cds != nil {
+			foot = max(foot, st.cds.MaxFootprint())
+		}
+	}
+	return prefetch.Budget(d.cache.Limit(), d.indexBytes, foot, d.cache.Consumers())
+}
