@@ -104,6 +104,10 @@ func (nd *node) begin(s int, t float64) {
 // earlier step first at one time).
 func (nd *node) readUntil(until float64, step int) float64 {
 	ordered := nd.ordered()
+	if !ordered {
+		nd.readByHeap(until, step)
+		return nd.stepReady(step)
+	}
 	for {
 		var best *chain
 		var bestT float64
@@ -140,6 +144,12 @@ func (nd *node) readUntil(until float64, step int) float64 {
 		}
 		nd.read(best)
 	}
+	return nd.stepReady(step)
+}
+
+// stepReady returns when the last of step's chains was done (-Inf when it
+// has none).
+func (nd *node) stepReady(step int) float64 {
 	ready := math.Inf(-1)
 	for i := range nd.chains {
 		if c := &nd.chains[i]; c.step == step {

@@ -77,18 +77,19 @@ type node struct {
 	// single is set when the node has one consumer: the position the
 	// eviction measures next uses from is then that consumer's, the start
 	// of the run of the shard it reads (an Iterator's), not the step's.
-	single  bool
-	perRank int     // consumers per rank
-	partRun []int32 // per step and rank: the run of the part's start
-	useRun  int     // first run whose shard's next use may be behind pos
-	hzRun   int     // first run beyond the look-ahead horizon
-	pos     int64
-	horizon int64
-	budget  int      // one consumer's prefetch budget
-	stepRun int      // first run overlapping the current step
-	cur     []leases // shards leased by the steps read, a ring by step
-	begun   int      // the next step whose chains are not begun
-	chains  []chain
+	single   bool
+	perRank  int     // consumers per rank
+	partRun  []int32 // per step and rank: the run of the part's start
+	useRun   int     // first run whose shard's next use may be behind pos
+	hzRun    int     // first run beyond the look-ahead horizon
+	pos      int64
+	horizon  int64
+	budget   int      // one consumer's prefetch budget
+	stepRun  int      // first run overlapping the current step
+	cur      []leases // shards leased by the steps read, a ring by step
+	begun    int      // the next step whose chains are not begun
+	chains   []chain
+	readHeap []int32 // readByHeap's heap of chain indices
 	// With ordered admissions (turns.go): per rank, the earliest next
 	// shard change of its begun chains and when its last turn was taken.
 	minTurn []int64
