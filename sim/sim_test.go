@@ -157,6 +157,39 @@ func TestInvalid(t *testing.T) {
 	}
 }
 
+// TestOrderAdmissionsShardLimit: workers taking turns under a cache limit
+// are refused past MaxOrderedShards (that model scans every shard at each
+// eviction, minutes at the seed scale), and allowed at it, or without a
+// limit, or with one worker.
+func TestOrderAdmissionsShardLimit(t *testing.T) {
+	sizes := func(n int) []int64 {
+		s := make([]int64, n)
+		for i := range s {
+			s[i] = 2
+		}
+		return s
+	}
+	c := func(shards int, limit int64, workers int) *Config {
+		return &Config{
+			Dataset:         UniformDataset(sizes(shards), 100, 0),
+			Plan:            plan.Options{BatchSize: 2},
+			Shape:           plan.Shape{Nodes: 1, RanksPerNode: 1, WorkersPerRank: workers},
+			Store:           Store{BandwidthPerNode: 1e9},
+			StepTime:        Fixed(time.Millisecond),
+			CacheLimit:      limit,
+			OrderAdmissions: true,
+		}
+	}
+	if _, err := Run(context.Background(), c(MaxOrderedShards+1, 1000, 2)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("%d shards taking turns: err %v, want ErrInvalid", MaxOrderedShards+1, err)
+	}
+	for _, ok := range []*Config{c(MaxOrderedShards, 1000, 2), c(MaxOrderedShards+1, 0, 2), c(MaxOrderedShards+1, 1000, 1)} {
+		if _, err := Run(context.Background(), ok); err != nil {
+			t.Errorf("%d shards, limit %d, %d workers: %v", len(ok.Dataset.Shards), ok.CacheLimit, ok.Shape.WorkersPerRank, err)
+		}
+	}
+}
+
 // seedScale is the target: 39k shards, 5M samples, 20 nodes × 8
 // ranks × 8 workers, one shuffled epoch.
 func seedScale() *Config {
