@@ -94,7 +94,10 @@ class OrphanTest(helpers.AgentCase):
         code = (
             "import os, sys, time, helpers, sluice\n"
             "def init(_):\n"
-            "    print(os.getpid(), flush=True)\n"
+            # One write of under PIPE_BUF bytes: the two workers share
+            # this pipe, and print() may write the number and its newline
+            # separately (unbuffered stdout), interleaving the two pids.
+            "    os.write(1, b'%%d\\n' %% os.getpid())\n"
             "    time.sleep(%r)\n"
             "ds = sluice.StreamingDataset(remote=%r, local=%r, batch_size=4, cache_limit='160kb')\n"
             "loader = sluice.StreamingDataLoader(ds, batch_size=4, num_workers=2, worker_init_fn=init)\n"
