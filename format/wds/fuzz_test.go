@@ -14,14 +14,7 @@ import (
 // may panic, both must agree, and whatever decodes must survive a write and
 // a second read unchanged.
 func FuzzReader(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "*.tar"))
-	for _, name := range files {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	addTarSeeds(f)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		opts := &wds.ReaderOptions{MaxMemberSize: 1 << 20, MaxSampleSize: 2 << 20, MaxFields: 64}
 		r := wds.NewReader(bytes.NewReader(b), opts)
@@ -133,14 +126,7 @@ func (r *inPlaceReader) Next(n int) ([]byte, error) {
 // error), and agrees with archive/tar (a stream that cannot seek) on
 // whether the archive is good and on its samples.
 func FuzzScanInPlace(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "*.tar"))
-	for _, name := range files {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	addTarSeeds(f)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		opts := &wds.ReaderOptions{MaxMemberSize: 1 << 20, MaxSampleSize: 2 << 20, MaxFields: 64}
 		want, werr := wds.Scan(bytes.NewReader(b), opts)
@@ -157,4 +143,16 @@ func FuzzScanInPlace(f *testing.F) {
 			t.Fatalf("in place %+v, archive/tar %+v", got, plain)
 		}
 	})
+}
+
+// addTarSeeds seeds f with the test archives in testdata.
+func addTarSeeds(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.tar"))
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 }
