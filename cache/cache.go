@@ -75,6 +75,16 @@ type Options struct {
 	// directories 0700, files 0600, so other local users can neither read
 	// cached data nor take the cache's locks.
 	SharedGroup bool
+	// Memory is how many bytes of memory the Cache may use to hold shards
+	// it fetches (single-file shards without compression): each is
+	// downloaded into memory, read from there by this process's leases
+	// (Lease.Bytes), and written to its file with direct I/O where the
+	// file system takes it, bypassing the page cache; the copy is dropped
+	// once the last lease that read it is released, or for room. A shard
+	// that does not fit is fetched through its file as without. Zero or
+	// negative: none (every shard goes through the page cache, where
+	// readers in other processes find it).
+	Memory int64
 }
 
 // Permissions of the cache's directories and files.
@@ -148,6 +158,13 @@ type Cache struct {
 	// successful fetch before it pins the shard for its waiters, and on
 	// every fetch after it has ended (its waiters released).
 	beforePin, afterFlight func(shard int)
+	// noDirect and directHook, when set (by tests only), write shards
+	// fetched in memory through the page cache, or replace their direct
+	// write.
+	noDirect   bool
+	directHook func(f *os.File, b []byte) error
+	// mem holds the shards fetched in memory (guarded by mu).
+	mem memPool
 
 	// behind holds the WriteFileBehind writes in progress.
 	behind behindWrites
@@ -251,6 +268,7 @@ func Open(ctx context.Context, dir string, opts *Options) (*Cache, error) {
 		futures: make(map[*futureReg]struct{}), wake: make(chan struct{}),
 	}
 	c.recountDue = true
+	c.mem.limit = o.Memory
 	// Taking the lock once here still reports at Open a directory
 	// another process holds locked (naming it), rather than later.
 	if err := c.locked(ctx, func() error { return nil }); err != nil {
@@ -293,6 +311,9 @@ func (c *Cache) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	c.mu.Lock()
+	c.closeMemLocked()
+	c.mu.Unlock()
 	return errors.Join(c.usageFile.Close(), c.lockFile.Close())
 }
 

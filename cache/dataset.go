@@ -70,6 +70,11 @@ type Source struct {
 	// Backoff returns the pause before attempt i+1 (i ≥ 1). Nil means
 	// 500 ms·2^(i-1), at most 10 s.
 	Backoff func(i int) time.Duration
+	// InMemory, when set, reports whether the readers of a shard take its
+	// bytes from Lease.Bytes when a lease has them: such a shard, when it
+	// has one file and no compressed form, is fetched in memory within
+	// Options.Memory. Nil: none is.
+	InMemory func(shard int) bool
 }
 
 // Dataset is one dataset registered with a Cache. It is safe for
@@ -103,6 +108,8 @@ type shardState struct {
 	// one of them, not locked) while they are synced and renamed; the
 	// flight hands f a shared lock once they are in place.
 	early bool
+	// mem is the shard's in-memory copy, if it has one (see memGet).
+	mem *memShard
 }
 
 // Add registers a dataset with the cache. It does not download anything,

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -124,17 +125,28 @@ func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand b
 	// verified) in their temporary files, a consumer may read them while
 	// the files are synced and renamed into place.
 	zparts := make([]*part, len(steps)) // downloaded compressed files
+	var blk []byte                      // the block a shard fetched in memory is downloaded into
+	if len(files) == 1 && len(steps) == 1 && !steps[0].inflate && ready != nil &&
+		d.src.InMemory != nil && d.src.InMemory(shard) {
+		blk = d.c.memGet(files[0].RawBytes)
+	}
+	var m *memShard
+	defer func() {
+		if err != nil {
+			d.memFailed(blk, m)
+		}
+	}()
 	for k, s := range steps {
 		f := s.file
 		if !s.inflate {
-			if err := d.download(ctx, f.Raw, byRel[f.Raw], f.Verify); err != nil {
+			if err := d.download(ctx, f.Raw, byRel[f.Raw], f.Verify, blk); err != nil {
 				return err
 			}
 			continue
 		}
 		if s.download {
 			zparts[k] = byRel[f.Zip]
-			if err := d.download(ctx, f.Zip, zparts[k], f.Verify); err != nil {
+			if err := d.download(ctx, f.Zip, zparts[k], f.Verify, nil); err != nil {
 				return err
 			}
 		}
@@ -149,6 +161,9 @@ func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand b
 			paths[k] = d.path(s.file.Raw) + partSuffix
 		}
 		first = byRel[files[0].Raw]
+		if blk != nil {
+			m = d.keepFetched(shard, fl, blk, first.size)
+		}
 		ready(paths)
 		if d.c.opts.Limit == 0 {
 			// ready woke the shard's early readers and started the
@@ -163,6 +178,14 @@ func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand b
 			// reads the shard once it is committed: the commit goes
 			// first.)
 			runtime.Gosched()
+		}
+		if m != nil {
+			// The leases read m meanwhile; the file gets the same bytes.
+			_, werr := d.writeFile(first, m.buf)
+			d.fileWritten(fl, m)
+			if werr != nil {
+				return werr
+			}
 		}
 		if h := d.c.beforeCommit; h != nil {
 			h(shard)
@@ -395,8 +418,14 @@ const (
 )
 
 // download fetches rel from the bucket into p with Attempts tries, each
-// bounded by AttemptTimeout, then runs verify.
-func (d *Dataset) download(ctx context.Context, rel string, p *part, verify func(io.Reader) error) error {
+// bounded by AttemptTimeout, then runs verify. With blk set, the bytes go
+// to blk instead of p's file (see memGet).
+func (d *Dataset) download(ctx context.Context, rel string, p *part, verify func(io.Reader) error, blk []byte) error {
+	var dst io.WriterAt = p.f
+	var src io.ReaderAt = p.f
+	if blk != nil {
+		dst, src = blockWriter(blk), bytes.NewReader(blk[:p.size])
+	}
 	var err error
 	for i := 1; i <= d.src.Attempts; i++ {
 		if i > 1 {
@@ -409,7 +438,7 @@ func (d *Dataset) download(ctx context.Context, rel string, p *part, verify func
 			}
 		}
 		actx, cancel := context.WithTimeout(ctx, d.src.AttemptTimeout)
-		err = d.getInto(actx, rel, p)
+		err = d.getInto(actx, rel, p.size, dst)
 		cancel()
 		if err == nil {
 			break
@@ -426,7 +455,7 @@ func (d *Dataset) download(ctx context.Context, rel string, p *part, verify func
 	d.c.stats.bytesFetched.Add(p.size)
 	d.stats.bytesFetched.Add(p.size)
 	if verify != nil {
-		if err := verify(io.NewSectionReader(p.f, 0, p.size)); err != nil {
+		if err := verify(io.NewSectionReader(src, 0, p.size)); err != nil {
 			return fmt.Errorf("cache: validate %s: %w", d.where(rel), err)
 		}
 	}
@@ -443,27 +472,28 @@ func final(err error) bool {
 		errors.Is(err, format.ErrCorrupt) || errors.As(err, &spent)
 }
 
-// getInto writes the whole object rel into p.f, checking its size.
-func (d *Dataset) getInto(ctx context.Context, rel string, p *part) error {
+// getInto writes the whole object rel (size bytes) into w, checking its
+// size.
+func (d *Dataset) getInto(ctx context.Context, rel string, size int64, w io.WriterAt) error {
 	b := d.src.Bucket
 	if v, ok := ctx.Value(viaKey{}).(storage.Bucket); ok {
 		b = v
 	}
-	if p.size < parallelThreshold {
-		return getRange(ctx, b, rel, p.f, 0, p.size, true)
+	if size < parallelThreshold {
+		return getRange(ctx, b, rel, w, 0, size, true)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(partConcurrency)
-	for off := int64(0); off < p.size; off += partSize {
-		n := min(partSize, p.size-off)
-		g.Go(func() error { return getRange(gctx, b, rel, p.f, off, n, off+n == p.size) })
+	for off := int64(0); off < size; off += partSize {
+		n := min(partSize, size-off)
+		g.Go(func() error { return getRange(gctx, b, rel, w, off, n, off+n == size) })
 	}
 	return g.Wait()
 }
 
 // getRange copies n bytes at off of object key into f at the same offset.
 // With last, it also checks that the object ends there.
-func getRange(ctx context.Context, b storage.Bucket, key string, f *os.File, off, n int64, last bool) error {
+func getRange(ctx context.Context, b storage.Bucket, key string, f io.WriterAt, off, n int64, last bool) error {
 	want := n
 	if last {
 		want = -1 // read to the end, so a longer object is noticed
@@ -473,9 +503,20 @@ func getRange(ctx context.Context, b storage.Bucket, key string, f *os.File, off
 		return err
 	}
 	defer r.Close()
-	buf := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(buf)
-	got, err := fillCopyAt(f, off, io.LimitReader(r, n+1), *buf)
+	var got int64
+	if blk, ok := f.(blockWriter); ok {
+		// Straight into the block: no copy through a buffer. A range
+		// other than the last stops where the next one begins.
+		end := off + n
+		if last {
+			end++ // the byte that notices a longer object
+		}
+		got, err = fillBlock(blk[off:end], io.LimitReader(r, n+1))
+	} else {
+		buf := copyBufs.Get().(*[]byte)
+		defer copyBufs.Put(buf)
+		got, err = fillCopyAt(f, off, io.LimitReader(r, n+1), *buf)
+	}
 	if err != nil {
 		return err
 	}

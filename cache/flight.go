@@ -19,6 +19,12 @@ type flight struct {
 	// writes only some of the files or fails before.
 	ready chan struct{}
 	paths []string
+	// mem, set before ready for a shard fetched in memory, holds its
+	// bytes; its temporary file is written after ready, and fileDone is
+	// set (under Cache.mu) once it has been: until then the early leases
+	// read mem, not the file.
+	mem      *memShard
+	fileDone bool
 	// notify holds, under Cache.mu, the functions to call once ready or
 	// done is closed, whichever first (see whenWritten).
 	notify []func(error)

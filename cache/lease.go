@@ -19,6 +19,7 @@ type Lease struct {
 	hit   bool
 	done  bool
 	fl    *flight // the fetch whose temporary files the lease reads, if any
+	mem   *memShard
 }
 
 // Hit reports whether the shard was already local when the lease was
@@ -27,6 +28,17 @@ func (l *Lease) Hit() bool { return l.hit }
 
 // Shard returns the leased shard's ID.
 func (l *Lease) Shard() int { return l.shard }
+
+// Bytes returns the shard's first raw file held in memory, or nil when
+// the lease reads it from the file (see Options.Memory). The bytes are
+// complete and verified, read-only, and valid until Release; the file may
+// not hold them yet (Committed waits for that).
+func (l *Lease) Bytes() []byte {
+	if l.mem == nil {
+		return nil
+	}
+	return l.mem.buf
+}
 
 // Path returns the absolute path of the raw form of the shard's i-th file.
 // The file exists there, complete, from Committed until Release.
@@ -41,7 +53,8 @@ func (l *Lease) ReadPath(i int) string {
 	if l.fl != nil {
 		c := l.d.c
 		c.mu.Lock()
-		early := l.d.st[l.shard].early && l.d.st[l.shard].flight == l.fl
+		early := l.d.st[l.shard].early && l.d.st[l.shard].flight == l.fl &&
+			(l.fl.mem == nil || l.fl.fileDone) // a shard fetched in memory: its file is written after
 		c.mu.Unlock()
 		if early {
 			return l.fl.paths[i]
@@ -90,6 +103,9 @@ func (l *Lease) Release() {
 	if st.refs == 0 {
 		f, st.f = st.f, nil
 		st.early = false
+	}
+	if l.mem != nil {
+		c.doneLocked(l.mem, st.refs == 0)
 	}
 	c.mu.Unlock()
 	if f != nil {
@@ -180,10 +196,11 @@ func (d *Dataset) acquireEarly(ctx context.Context, shard int, via storage.Bucke
 			st.refs++
 			c.clock++
 			st.lastUse = c.clock
+			l := &Lease{d: d, shard: shard, hit: !missed, mem: d.readLocked(shard)}
 			c.mu.Unlock()
 			d.count(missed)
 			admitted(ctx)
-			return &Lease{d: d, shard: shard, hit: !missed}, nil
+			return l, nil
 		}
 		if attempt >= 8 {
 			return nil, fmt.Errorf("cache: %s was evicted %d times before it could be leased; the cache limit is too low for this access pattern", d.where(d.src.Shards[shard].Files[0].Raw), attempt)
@@ -263,9 +280,10 @@ func (d *Dataset) await(ctx context.Context, shard int, fl *flight) (*Lease, err
 		fl.pinned--
 		c.clock++
 		d.st[shard].lastUse = c.clock
+		l := &Lease{d: d, shard: shard, mem: d.readLocked(shard)}
 		c.mu.Unlock()
 		d.count(true)
-		return &Lease{d: d, shard: shard}, nil
+		return l, nil
 	}
 	fl.waiters-- // not pinned: the flight failed or found no shard
 	c.mu.Unlock()
@@ -317,7 +335,7 @@ func (d *Dataset) leaseLocked(shard int, hit bool) *Lease {
 	st.refs++
 	c.clock++
 	st.lastUse = c.clock
-	l := &Lease{d: d, shard: shard, hit: hit}
+	l := &Lease{d: d, shard: shard, hit: hit, mem: d.readLocked(shard)}
 	if st.early {
 		l.fl = st.flight
 	}
@@ -360,7 +378,7 @@ func (d *Dataset) leaseEarly(shard int, fl *flight) (*Lease, error) {
 	st.refs++
 	c.clock++
 	st.lastUse = c.clock
-	l := &Lease{d: d, shard: shard, hit: false}
+	l := &Lease{d: d, shard: shard, hit: false, mem: d.readLocked(shard)}
 	if st.early {
 		l.fl = fl
 	}

@@ -90,7 +90,8 @@ func Open(ctx context.Context, opts *Options) (_ *Dataset, err error) {
 			if root == "" {
 				root = defaultLocal(streams)
 			}
-			c, err := cache.Open(ctx, root, &cache.Options{Limit: o.CacheLimit, WaitTimeout: o.WaitTimeout, SharedGroup: o.CacheSharedGroup})
+			c, err := cache.Open(ctx, root, &cache.Options{Limit: o.CacheLimit, WaitTimeout: o.WaitTimeout, SharedGroup: o.CacheSharedGroup,
+				Memory: o.cacheMemory()})
 			if err != nil {
 				return nil, fmt.Errorf("stream: %w", err)
 			}
@@ -299,6 +300,12 @@ func (d *Dataset) openStream(ctx context.Context, o *Options, s Stream) (*stream
 		Decompress: func(comp string, dst io.Writer, r io.Reader, raw int64) error {
 			_, err := compress.DecompressStream(dst, r, familyOf(comp), raw)
 			return err
+		},
+		// An MDS shard's reader takes its bytes from memory when the
+		// lease has them (see openShard).
+		InMemory: func(j int) bool {
+			info := st.info(j)
+			return info.Format == "mds" && info.RawMeta == nil
 		},
 	}
 	src.Shards = st.cacheShards()

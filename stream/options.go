@@ -147,6 +147,14 @@ type Options struct {
 	// instead of its owner alone (0700/0600). Ignored when Cache is set.
 	CacheSharedGroup bool
 
+	// CacheMemory is how many bytes of memory the cache Open creates may
+	// hold MDS shards in as it fetches them (cache.Options.Memory): read
+	// from there by this process's iterators and written to disk with
+	// direct I/O, bypassing the page cache. Zero means
+	// DefaultCacheMemory; negative means none (every shard is read from
+	// its file). Ignored when Cache is set.
+	CacheMemory int64
+
 	// WaitTimeout bounds every wait for a shard (space, another process's
 	// download). Zero means 10 minutes. Ignored when Cache is set.
 	WaitTimeout time.Duration
@@ -163,6 +171,22 @@ const defaultPrefetchConcurrency = 8
 
 // setShardSamples records the average shard of a dataset of samples in
 // shards, for the default prefetch window.
+// DefaultCacheMemory is the default of Options.CacheMemory: the shards
+// in flight of the default prefetch (8) and as many fetched ahead, at
+// 16 MiB each.
+const DefaultCacheMemory = 256 << 20
+
+// cacheMemory is CacheMemory with its default.
+func (o *Options) cacheMemory() int64 {
+	switch {
+	case o.CacheMemory < 0:
+		return 0
+	case o.CacheMemory == 0:
+		return DefaultCacheMemory
+	}
+	return o.CacheMemory
+}
+
 func (o *Options) setShardSamples(samples int64, shards int) {
 	if shards > 0 && samples > 0 {
 		o.shardSamples = (samples + int64(shards) - 1) / int64(shards)

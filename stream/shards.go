@@ -155,6 +155,16 @@ func (d *Dataset) open(ctx context.Context, shard int, early bool) (*openShard, 
 		if info.RawMeta != nil {
 			meta = l.ReadPath(1)
 		}
+		if b := l.Bytes(); b != nil && info.Format == "mds" && info.RawMeta == nil {
+			// Fetched in memory (cache.Options.Memory): read from there.
+			r, err := mds.OpenBytes(b, info)
+			if err != nil {
+				o.close()
+				return nil, false, fmt.Errorf("stream: shard %d: %w", shard, err)
+			}
+			o.r = r
+			return o, hit, nil
+		}
 		r, err := d.openFormat(l.ReadPath(0), meta, info)
 		if errors.Is(err, fs.ErrNotExist) {
 			// Renamed meanwhile: the same bytes are now in place.
