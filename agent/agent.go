@@ -441,6 +441,10 @@ func errorReply(err error) agentapi.Error {
 		code = ae.Code
 	case errors.Is(err, errBadRequest):
 		code = agentapi.CodeBadRequest
+	case errors.Is(err, agentapi.ErrInvalid):
+		code = agentapi.CodeInvalid // e.g. a feed transform's parameters
+	case errors.Is(err, agentapi.ErrCorrupt):
+		code = agentapi.CodeCorrupt // e.g. a feed transform's bad image
 	case errors.Is(err, storage.ErrNotExist):
 		code = agentapi.CodeNotFound
 	case errors.Is(err, storage.ErrPermission):

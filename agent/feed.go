@@ -513,5 +513,26 @@ func (fi *feedIter) applyTransforms(p *feedSchema, ids []int64, values [][][]byt
 	}
 	close(work)
 	wg.Wait()
-	return errors.Join(errs...)
+	return firstOf(errs)
+}
+
+// firstOf is the first non-nil error of errs, saying how many other
+// samples failed too (a batch of bad images would otherwise make one
+// message of hundreds of lines).
+func firstOf(errs []error) error {
+	var first error
+	more := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case first == nil:
+			first = err
+		default:
+			more++
+		}
+	}
+	if more > 0 {
+		return fmt.Errorf("%w (and %d more samples of the batch)", first, more)
+	}
+	return first
 }

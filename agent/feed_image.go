@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -135,9 +136,15 @@ func (p *imageParams) spec() (vision.Spec, error) {
 func (t *imageTransform) Out() agentapi.FeedColumn { return t.out }
 
 // Append decodes src into dst's room (the sample's slot in the batch).
+// Bytes that are not a JPEG or PNG image, or that declare more pixels
+// than the limit, fail with an error matching both vision.ErrImage and
+// agentapi.ErrCorrupt (the client's CorruptDataError).
 func (t *imageTransform) Append(dst, src []byte, s FeedSample) ([]byte, error) {
 	m, err := t.dec.Decode(dst[len(dst):], src, s.Epoch, s.Sample)
 	if err != nil {
+		if errors.Is(err, vision.ErrImage) {
+			err = corruptImage{err}
+		}
 		return dst, err
 	}
 	if len(dst) == 0 {
@@ -145,3 +152,11 @@ func (t *imageTransform) Append(dst, src []byte, s FeedSample) ([]byte, error) {
 	}
 	return append(dst, m.Pix...), nil
 }
+
+// corruptImage is a sample's bad image: its message is vision's, and it
+// matches agentapi.ErrCorrupt too, so that the client gets the error
+// class of corrupt data.
+type corruptImage struct{ err error }
+
+func (e corruptImage) Error() string   { return e.err.Error() }
+func (e corruptImage) Unwrap() []error { return []error{e.err, agentapi.ErrCorrupt} }

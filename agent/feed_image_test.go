@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"image"
 	"image/color"
 	"image/jpeg"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/sluicedata/sluice/agentapi"
@@ -115,7 +117,80 @@ func TestHelloAnnouncesImageDecoder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if len(c.Features) != 1 || c.Features[0] != want {
-		t.Fatalf("client features %q, want [%q]", c.Features, want)
+	n := 0
+	for _, f := range c.Features {
+		if f == want {
+			n++
+		}
+		if f == other {
+			n = -1
+			break
+		}
+	}
+	if n != 1 {
+		t.Fatalf("client features %q, want %q once and not %q", c.Features, want, other)
+	}
+}
+
+// patchJPEGSize rewrites the frame header (SOF0-2) of a JPEG to declare
+// h×w pixels, leaving the scan as it was.
+func patchJPEGSize(t *testing.T, src []byte, h, w int) []byte {
+	b := bytes.Clone(src)
+	for i := 2; i+9 < len(b); {
+		if b[i] != 0xFF {
+			t.Fatalf("marker expected at %d", i)
+		}
+		m, n := b[i+1], int(b[i+2])<<8|int(b[i+3])
+		if m >= 0xC0 && m <= 0xC2 {
+			b[i+5], b[i+6], b[i+7], b[i+8] = byte(h>>8), byte(h), byte(w>>8), byte(w)
+			return b
+		}
+		i += 2 + n
+	}
+	t.Fatal("no frame header")
+	return nil
+}
+
+// TestImageTransformBadImagesAreCorrupt: an image declaring more pixels
+// than the limit (refused from its header), bytes that are no image and
+// a truncated JPEG fail as corrupt data: the wire code the client maps to
+// CorruptDataError (they went out as "internal"), with vision's message
+// naming the problem; bad parameters go out as invalid arguments. A batch
+// of failures reports its first sample and how many more failed.
+func TestImageTransformBadImagesAreCorrupt(t *testing.T) {
+	col := agentapi.FeedColumn{Name: "img", Encoding: "bytes", Kind: agentapi.FeedVar}
+	tr, err := newImageTransform(col, json.RawMessage(`{"size": [8, 8]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := testJPEG(t, 40, 30)
+	for name, src := range map[string][]byte{
+		"huge":      patchJPEGSize(t, good, 12000, 12000),
+		"garbage":   []byte("\xff\xd8\xff not a jpeg at all"),
+		"empty":     nil,
+		"truncated": good[:len(good)/2],
+	} {
+		_, err := tr.Append(make([]byte, 0, 8*8*3), src, FeedSample{Sample: 3})
+		if !errors.Is(err, vision.ErrImage) || !errors.Is(err, agentapi.ErrCorrupt) {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if e := errorReply(fmt.Errorf("agent: feed: column %q of sample 3: %w", "img", err)); e.Code != agentapi.CodeCorrupt {
+			t.Fatalf("%s: wire code %q (%s), want %q", name, e.Code, e.Message, agentapi.CodeCorrupt)
+		}
+		if name == "huge" && !strings.Contains(err.Error(), "12000×12000 pixels (limit 67108864)") {
+			t.Fatalf("huge: %v", err)
+		}
+	}
+	_, err = newImageTransform(col, json.RawMessage(`{"size": [0, 8]}`))
+	if e := errorReply(fmt.Errorf("feed: transform: %w", err)); e.Code != agentapi.CodeInvalid {
+		t.Fatalf("bad parameters: wire code %q (%s), want %q", e.Code, e.Message, agentapi.CodeInvalid)
+	}
+	bad := corruptImage{fmt.Errorf("%w: x", vision.ErrImage)}
+	err = firstOf([]error{nil, bad, nil, bad, bad})
+	if !errors.Is(err, agentapi.ErrCorrupt) || !strings.HasSuffix(err.Error(), "x (and 2 more samples of the batch)") {
+		t.Fatalf("batch: %v", err)
+	}
+	if firstOf([]error{nil, nil}) != nil {
+		t.Fatal("no failure")
 	}
 }

@@ -21,7 +21,19 @@ and are within a few levels of the pure-Go decoder's.
 import io
 import math
 
+from . import errors
+
 _M = (1 << 64) - 1
+
+# The most pixels (width x height) a source image may declare, as the
+# agent's decoder (vision.DefaultMaxPixels: 64 Mpx, 192 MB of RGB); an
+# image declaring more is refused from its header, before it is decoded.
+DEFAULT_MAX_PIXELS = 1 << 26
+
+# The encodings both decoders read (the agent's vision package: JPEG and
+# PNG); PIL would open many more, so a column would decode on one path and
+# fail on the other.
+_FORMATS = ("JPEG", "PNG")
 
 
 class DecodeImage:
@@ -34,11 +46,14 @@ class DecodeImage:
     seed: mixed with the dataset's shuffle_seed into every sample's draws.
     full_decode: in the libjpeg build, decode at full size before the
     resize (PIL's pixels) instead of at the smallest DCT scale that covers
-    the output.
+    the output. max_pixels: the most pixels (width x height) a source image
+    may declare (default DEFAULT_MAX_PIXELS); a larger one, or bytes that
+    are not a JPEG or PNG image, fail the iteration with CorruptDataError
+    naming the column and sample, on either path, before any decoding.
     """
 
     def __init__(self, column, size, crop="random_resized", scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), flip=False,
-                 layout="chw", seed=0, full_decode=False):
+                 layout="chw", seed=0, full_decode=False, max_pixels=None):
         if isinstance(size, int):
             size = (size, size)
         size = tuple(int(v) for v in size)
@@ -55,6 +70,9 @@ class DecodeImage:
             raise ValueError("DecodeImage ratio %r: want 0 < low <= high" % (ratio,))
         if not 0 <= int(seed) <= _M:
             raise ValueError("DecodeImage seed %r: want 0 <= seed < 2**64" % seed)
+        if max_pixels is not None and not 0 < int(max_pixels) <= _M >> 1:
+            raise ValueError("DecodeImage max_pixels %r: want a positive pixel count" % (max_pixels,))
+        self.max_pixels = DEFAULT_MAX_PIXELS if max_pixels is None else int(max_pixels)
         self.column, self.size, self.crop, self.scale, self.ratio = str(column), size, crop, scale, ratio
         self.flip, self.layout, self.seed, self.full_decode = bool(flip), layout, int(seed), bool(full_decode)
 
@@ -73,7 +91,7 @@ class DecodeImage:
     def feed_transform(self, shuffle_seed):
         """The agent's "image" feed transform for this column."""
         p = {"size": list(self.size), "layout": self.layout, "crop": self.crop, "flip": self.flip,
-             "seed": self.mixed_seed(shuffle_seed), "full_decode": self.full_decode}
+             "seed": self.mixed_seed(shuffle_seed), "full_decode": self.full_decode, "max_pixels": self.max_pixels}
         if self.crop == "random_resized":
             p["scale"], p["ratio"] = list(self.scale), list(self.ratio)
         return {"column": self.column, "transform": "image", "params": p}
@@ -90,12 +108,13 @@ class DecodeImage:
 
     def apply(self, value, shuffle_seed, epoch, sample):
         """Decodes value (encoded bytes or a PIL image) with PIL and applies
-        this sample's crop, resize and flip: a numpy uint8 array."""
+        this sample's crop, resize and flip: a numpy uint8 array. Bytes
+        that are not a JPEG or PNG, or that declare more than max_pixels,
+        raise CorruptDataError before anything is decoded."""
         import numpy as np
         from PIL import Image
 
-        img = value if isinstance(value, Image.Image) else Image.open(io.BytesIO(bytes(value)))
-        img = img.convert("RGB")
+        img = self._open(value, sample)
         box, flip = self.draw(img.width, img.height, shuffle_seed, epoch, sample)
         h, w = self.size
         img = img.resize((w, h), Image.BILINEAR, box=box)
@@ -105,6 +124,35 @@ class DecodeImage:
         if self.layout == "chw":
             a = np.ascontiguousarray(a.transpose(2, 0, 1))
         return a
+
+    def _open(self, value, sample):
+        """value as an RGB PIL image, its size checked from the header."""
+        import numpy as np
+        from PIL import Image
+
+        def bad(why):
+            return errors.CorruptDataError("column %r of sample %d: bad image: %s" % (self.column, sample, why))
+
+        if isinstance(value, Image.Image):
+            img = value  # decoded by the column's decoder (MDS jpeg/png)
+        else:
+            try:
+                img = Image.open(io.BytesIO(bytes(value)), formats=_FORMATS)
+            except Image.DecompressionBombError as e:  # beyond PIL's own limit
+                raise bad(str(e)) from e
+            except Exception as e:  # noqa: BLE001 - PIL raises many kinds on hostile bytes
+                raise bad("not a JPEG or PNG (%d bytes): %s" % (len(value), e)) from e
+        w, h = img.size
+        if w <= 0 or h <= 0 or w * h > self.max_pixels:
+            raise bad("%d×%d pixels (limit %d)" % (w, h, self.max_pixels))
+        try:
+            if img.mode in ("I", "I;16", "I;16B", "I;16L"):
+                # 16-bit grey: its high byte, as the agent's decoder (PIL's
+                # convert clips such values to 255).
+                img = Image.fromarray((np.asarray(img).astype(np.int64) >> 8).clip(0, 255).astype(np.uint8), "L")
+            return img.convert("RGB")
+        except Exception as e:  # noqa: BLE001 - truncated or corrupt data
+            raise bad("%s: %s" % (type(e).__name__, e)) from e
 
 
 def check(decode_images):

@@ -182,14 +182,94 @@ class DecodeImageTest(helpers.AgentCase):
                 sluice.DecodeImage("img", **dict(dict(size=8), **kw))
         with self.assertRaises(TypeError):
             self.dataset(decode_images=["img"])
+        for bad in (0, -1):
+            with self.assertRaises(ValueError):
+                sluice.DecodeImage("img", size=8, max_pixels=bad)
         # A column that holds no images: the agent refuses the transform
-        # (as a SluiceError naming it; the feed does not yet map the
-        # agent's invalid-argument errors to InvalidArgumentError).
+        # as an invalid argument naming it.
         ds = self.dataset(decode_images=sluice.DecodeImage("id", size=8))
         with Env(SLUICE_FEED="threads", SLUICE_SHM="on", SLUICE_IMAGE_DECODE="agent"):
-            with self.assertRaisesRegex(errors.SluiceError, "column \"id\" holds \"int\" values, not encoded images"):
+            with self.assertRaisesRegex(errors.InvalidArgumentError,
+                                        "column \"id\" holds \"int\" values, not encoded images"):
                 for _ in sluice.StreamingDataLoader(ds, batch_size=BS, num_workers=1):
                     pass
+
+
+def patch_jpeg_size(b, h, w):
+    """b with its frame header declaring h x w pixels (the scan unchanged)."""
+    b, i = bytearray(b), 2
+    while i < len(b):
+        m, n = b[i + 1], int.from_bytes(b[i + 2:i + 4], "big")
+        if 0xC0 <= m <= 0xC2:
+            b[i + 5:i + 9] = h.to_bytes(2, "big") + w.to_bytes(2, "big")
+            return bytes(b)
+        i += 2 + n
+    raise ValueError("no frame header")
+
+
+def encoded(img, fmt):
+    buf = io.BytesIO()
+    img.save(buf, fmt)
+    return buf.getvalue()
+
+
+@unittest.skipIf(torch is None, "needs torch, numpy and Pillow")
+class BadImageTest(helpers.AgentCase):
+    """Hostile and unusual images give the same answer on both paths: the
+    agent's decoder and PIL's. An image declaring more pixels than the
+    limit is refused from its header (PIL decoded a 12000 x 12000 header
+    into 2.2 GB, and one past the agent's 64 Mpx below PIL's own bomb
+    limit silently), bytes in another format PIL reads (BMP) are refused
+    as the agent refuses them, both as CorruptDataError naming the column
+    and sample (the agent's went out as a plain SluiceError, PIL's as
+    whatever PIL raised); 16-bit grey PNGs keep their high byte on both
+    (PIL's convert clipped them to 255)."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        good = jpeg(1)
+        grey16 = Image.fromarray((np.arange(40 * 56).reshape(40, 56) * 29 % 65536).astype(np.uint16))
+        cls.cases = {
+            # 67.2 Mpx: over the agent's 64 Mpx limit, under PIL's warning.
+            "huge": patch_jpeg_size(good, 8200, 8200),
+            "bmp": encoded(Image.open(io.BytesIO(good)).convert("RGB"), "BMP"),
+            "garbage": b"\xff\xd8\xff" + bytes(range(256)) * 3,
+            "grey16": encoded(grey16, "PNG"),
+            "cmyk": encoded(Image.open(io.BytesIO(good)).convert("CMYK"), "JPEG"),
+        }
+        for name, v in cls.cases.items():
+            mdswrite.write(os.path.join(cls.tmp, name), {"id": "int", "img": "bytes"},
+                           ({"id": i, "img": v} for i in range(BS)), size_limit=1 << 20)
+
+    def decode(self, name, path):
+        """The epoch's image column on the agent's or PIL's path."""
+        ds = sluice.StreamingDataset(local=os.path.join(self.tmp, name), batch_size=BS,
+                                     decode_images=sluice.DecodeImage("img", size=(12, 16), crop="none"))
+        with Env(SLUICE_FEED="threads", SLUICE_SHM="on", SLUICE_IMAGE_DECODE=path):
+            return torch.cat([b["img"] for b in sluice.StreamingDataLoader(ds, batch_size=BS, num_workers=2)])
+
+    def test_refused_alike(self):
+        for name, why in (("huge", "8200×8200 pixels \\(limit 67108864\\)"), ("bmp", "not a JPEG or PNG"),
+                          ("garbage", "")):
+            for path in ("agent", "pil"):
+                with self.subTest(name=name, path=path):
+                    with self.assertRaisesRegex(errors.CorruptDataError, "column .img. of sample [0-9]+: bad image: .*" + why):
+                        self.decode(name, path)
+
+    def test_limit_is_a_parameter(self):
+        small = sluice.DecodeImage("img", size=8, max_pixels=100)
+        with self.assertRaisesRegex(errors.CorruptDataError, "56×40 pixels \\(limit 100\\)"):
+            small.apply(self.cases["grey16"], 0, 0, 5)
+        self.assertEqual(small.feed_transform(0)["params"]["max_pixels"], 100)
+
+    def test_unusual_modes_decode_alike(self):
+        for name in ("grey16", "cmyk"):
+            with self.subTest(name=name):
+                agent, pil = self.decode(name, "agent"), self.decode(name, "pil")
+                self.assertEqual(tuple(agent.shape), (BS, 3, 12, 16))
+                d = (agent.int() - pil.int()).abs().float()
+                self.assertLess(float(d.mean()), 6, "%s: mean difference %.2f" % (name, float(d.mean())))
 
 
 if __name__ == "__main__":
