@@ -233,10 +233,33 @@ func shuffleSteps[T int32 | int64](g *Generator, x []T, i, stop uint64) {
 
 // Shuffle permutes n elements in place like numpy's rng.shuffle: for i from
 // n-1 down to 1 it swaps i with Interval(i). swap is called once per step,
-// possibly with i == j.
+// possibly with i == j. On CPUs with AVX-512 IFMA the steps of a long
+// shuffle draw their partners on the vector kernel (as ShuffleInt64 does),
+// and swap follows them in order.
 func (g *Generator) Shuffle(n int, swap func(i, j int)) {
-	for i := n - 1; i > 0; i-- {
-		swap(i, int(g.Interval(uint64(i))))
+	if n <= 1 {
+		return
+	}
+	i := uint64(n - 1)
+	if i > 0xffffffff {
+		for ; i > 0; i-- {
+			swap(int(i), int(g.Interval(i)))
+		}
+		return
+	}
+	if g.has32 {
+		// The buffered half serves the first try (as Interval takes it).
+		g.has32 = false
+		if j := uint64(g.buf & (uint32(1)<<bits.Len64(i) - 1)); j <= i {
+			swap(int(i), int(j))
+			i--
+		}
+	}
+	if i > 0 && shuffleSwapFast(g, i, swap) {
+		return
+	}
+	for ; i > 0; i-- {
+		swap(int(i), int(g.Interval(i)))
 	}
 }
 

@@ -310,3 +310,38 @@ func shuffleVector[T int32 | int64](g *Generator, x []T, i, stop uint64) {
 		mask = nm
 	}
 }
+
+// shuffleSwapFast makes Shuffle's steps i, i-1, …, 1 (i <= 2^32-1, has32
+// clear) on the vector kernel when the CPU has it and the run is long
+// enough, calling swap for each step in order; it reports whether it did.
+func shuffleSwapFast(g *Generator, i uint64, swap func(i, j int)) bool {
+	if !hasVec || i < 1+skipVecMin {
+		return false
+	}
+	shuffleSwapVector(g, i, swap)
+	return true
+}
+
+// shuffleSwapVector is shuffleVector with the swaps made by a callback.
+func shuffleSwapVector(g *Generator, i uint64, swap func(i, j int)) {
+	var st vecState
+	st.init(g)
+	var js [shuffleVecOut + 1]uint32
+	mask := uint64(1)<<bits.Len64(i) - 1
+	for {
+		t, ni, nm, n := shuffleVec(&st, i, mask, 1, shuffleVecOut/32, &js[0])
+		for _, j := range js[:n] {
+			swap(int(i), int(j))
+			i--
+		}
+		if ni < 1 {
+			s := st.lane(int(t / 2))
+			g.state = s
+			if t%2 == 0 {
+				g.buf, g.has32 = uint32(output(s)>>32), true
+			}
+			return
+		}
+		mask = nm
+	}
+}

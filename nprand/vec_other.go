@@ -15,3 +15,6 @@ func (g *Generator) countLineFast(int, int64, int64, int64, int64, []LineHit) (i
 
 // shuffleFast reports false: only amd64 has the vector kernels.
 func shuffleFast[T int32 | int64](*Generator, []T, uint64, uint64) bool { return false }
+
+// shuffleSwapFast reports false: only amd64 has the vector kernels.
+func shuffleSwapFast(*Generator, uint64, func(i, j int)) bool { return false }
