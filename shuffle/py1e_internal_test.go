@@ -1,6 +1,7 @@
 package shuffle
 
 import (
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -135,6 +136,39 @@ func TestPy1eSparseParallel(t *testing.T) {
 		}
 		if !slices.Equal(want[pos:pos+32], got) {
 			t.Fatalf("[%d, %d): got %v, want %v", pos, pos+32, got, want[pos:pos+32])
+		}
+	}
+}
+
+// TestExpectedPos: fillSparse's guess lands where the expected number of
+// inputs below is within its tolerance of the wanted rank (or within a
+// bracket of that width), in the middle of a node and near both ends,
+// where clipped shift ranges crowd the positions and slope-1 steps
+// overshoot; and from a poor starting point too.
+func TestExpectedPos(t *testing.T) {
+	sizes := make([]int64, 400)
+	for i := range sizes {
+		sizes[i] = 4096
+	}
+	p := Params{Algo: Py1e, UnitSizes: sizes, NumCanonicalNodes: 1, Seed: 11, Epoch: 2, BlockSize: 1 << 20}
+	s, err := New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := s.impl.(*py1e)
+	e.ready(0)
+	m := float64(s.Len())
+	for _, tol := range []float64{0.25, 16, 90} {
+		for _, r := range []float64{1, 50, 3000, 70_000, m / 10, m / 2, m * 0.9, m - 70_000, m - 3000, m - 50, m - 1} {
+			for _, start := range []float64{r, r + 200_000, r - 200_000} {
+				x := e.expectedPos(0, r, start, tol)
+				// A bracket narrower than max(0.5, tol) may end the
+				// search: allow its width times the steepest slope
+				// positions reach (a few inputs per position).
+				if f := e.expectedBelow(0, x); math.Abs(f-r) > 4*max(0.5, tol)+0.5 {
+					t.Errorf("tol %g, rank %g from %g: x %g has %g expected below", tol, r, start, x, f)
+				}
+			}
 		}
 	}
 }

@@ -118,7 +118,14 @@ func (e *py1e) sparseSel(c int, lo, hi int64) ([]jPos, bool) {
 	if e.sparseSlack > 0 {
 		wlo, whi = lo, hi // the tests' forced retries
 	}
-	x0, x1 := e.expectedPos(c, float64(wlo-d)), e.expectedPos(c, float64(whi+d))
+	// The guesses need to be near the expectation only at the scale of
+	// the slack (the count's deviation from it), not to a fraction of a
+	// position: tol saves evaluations of the expectation (each a sum over
+	// the ~1000 spans a shift can reach), and x1 starts from x0 plus the
+	// ranks between (inputs lie about one per position).
+	tol := max(0.25, float64(d)/64)
+	x0 := e.expectedPos(c, float64(wlo-d), float64(wlo-d), tol)
+	x1 := e.expectedPos(c, float64(whi+d), x0+float64(whi-wlo+2*d), tol)
 	// The kept inputs are about one per position of [x0, x1).
 	kept := make([]jPos, 0, int(x1-x0)+int(x1-x0)/8+64)
 	for range 3 {
@@ -147,12 +154,13 @@ func (e *py1e) sparseSel(c int, lo, hi int64) ([]jPos, bool) {
 }
 
 // expectedPos returns a position x (node-relative) at which the expected
-// number of node c's inputs with a smaller position is about r: the
-// expectation is a sum over spans of closed forms (shifts are uniform in
-// [lb, ub]), increasing in x, inverted by bisection. Near a node's edges the
-// shift ranges are clipped and positions drift from ranks; this keeps the
-// guess of fillSparse centred there too.
-func (e *py1e) expectedPos(c int, r float64) float64 {
+// number of node c's inputs with a smaller position is within about tol
+// of r, searching from x0: the expectation is a sum over spans of closed
+// forms (shifts are uniform in [lb, ub]), increasing in x, inverted by
+// Newton steps and bisection. Near a node's edges the shift ranges are
+// clipped and positions drift from ranks; this keeps the guess of
+// fillSparse centred there too.
+func (e *py1e) expectedPos(c int, r, x0, tol float64) float64 {
 	l := e.l
 	m := float64(l.spanPos[l.nodeSpan[c+1]] - l.spanPos[l.nodeSpan[c]])
 	if r <= 0 || r >= m {
@@ -160,14 +168,17 @@ func (e *py1e) expectedPos(c int, r float64) float64 {
 	}
 	mm := float64((e.margin[c] - 2) / 2)
 	lo, hi := r-mm-2, r+mm+2
-	// Newton steps with slope 1 first: inputs lie about one per position,
-	// so away from the edges one or two steps land within a quarter of
-	// r; each step also narrows the bisection's bracket (the expectation
-	// increases in x), which finishes the rest.
-	x := r
-	for range 4 {
+	// Secant steps (the first with slope 1: inputs lie about one per
+	// position, so away from the edges one or two steps land within tol
+	// of r; near an edge positions crowd and the slope is measured),
+	// each narrowing the bracket [lo, hi] (the expectation increases in
+	// x); a step that leaves the bracket, and every other step after the
+	// first few, bisects it instead, so it shrinks at least geometrically.
+	x := min(max(x0, lo), hi)
+	xp, fp := x, math.NaN()
+	for k := 0; k < 64 && hi-lo > max(0.5, tol); k++ {
 		f := e.expectedBelow(c, x)
-		if math.Abs(f-r) <= 0.25 {
+		if math.Abs(f-r) <= tol {
 			return x
 		}
 		if f < r {
@@ -175,14 +186,14 @@ func (e *py1e) expectedPos(c int, r float64) float64 {
 		} else {
 			hi = min(hi, x)
 		}
-		x = min(max(x-(f-r), lo), hi)
-	}
-	for hi-lo > 0.5 {
-		mid := (lo + hi) / 2
-		if e.expectedBelow(c, mid) < r {
-			lo = mid
-		} else {
-			hi = mid
+		slope := 1.0
+		if sl := (f - fp) / (x - xp); sl > 0 && sl < math.Inf(1) {
+			slope = sl
+		}
+		xp, fp = x, f
+		x -= (f - r) / slope
+		if !(x > lo && x < hi) || k >= 4 && k%2 == 1 {
+			x = (lo + hi) / 2
 		}
 	}
 	return (lo + hi) / 2
