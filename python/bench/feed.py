@@ -75,7 +75,9 @@ def cpu_now():
 
 
 def epoch(loader, feed, n_expected, id_sum):
-    """One epoch: (samples/s, CPU seconds per sample), guarded."""
+    """One epoch: (samples/s, CPU seconds per sample, guard), where the
+    guard is the samples counted and the sum of their ids ("n / sum", as
+    printed beside the figure); exits when either is not the epoch's."""
     t0, c0 = time.perf_counter(), cpu_now()
     n = s = 0
     it = _feed.batches(loader) if feed else ((None, b) for b in loader)
@@ -86,7 +88,10 @@ def epoch(loader, feed, n_expected, id_sum):
     wall, cpu = time.perf_counter() - t0, cpu_now() - c0
     if n != n_expected or s != id_sum:
         raise SystemExit("guard failed: %d samples (want %d), id sum %d (want %d)" % (n, n_expected, s, id_sum))
-    return n / wall, cpu / n
+    return n / wall, cpu / n, "%d / %d" % (n, s)
+
+
+GUARD = "guard: samples / id sum"
 
 
 def best_of(repeat, fn):
@@ -143,7 +148,7 @@ def paths_table(work, repeat, large, small, arrays):
         shapes.append(("48 KB ndarray float32 3x64x64", arrays, {"id": "int", "x": "ndarray:float32:3,64,64"},
                        lambda i: {"id": i, "x": arr}))
     print("\nThe three paths side by side (StreamingDataLoader batch_size=32, shuffle; CPU of every process incl. the agent)")
-    print("  %-30s %-30s %12s %14s" % ("data", "path", "samples/s", "CPU us/sample"))
+    print("  %-30s %-30s %12s %14s  %s" % ("data", "path", "samples/s", "CPU us/sample", GUARD))
     for name, n, cols, make in shapes:
         d = os.path.join(work, "paths-%d" % len(os.listdir(work)))
         mdswrite.write(d, cols, (make(i) for i in range(n)), size_limit=1 << 26)
@@ -154,8 +159,8 @@ def paths_table(work, repeat, large, small, arrays):
 
         with_mode("threads", lambda: epoch(loader(ds(), 2), False, n, want))  # warm the cache
         for label, mode, shm, workers in PATHS:
-            rate, cpu = best_of(repeat, lambda: with_mode(mode, lambda: epoch(loader(ds(), workers), False, n, want), shm))
-            print("  %-30s %-30s %12.0f %14.1f" % (name, label, rate, cpu * 1e6))
+            rate, cpu, guard = best_of(repeat, lambda: with_mode(mode, lambda: epoch(loader(ds(), workers), False, n, want), shm))
+            print("  %-30s %-30s %12.0f %14.1f  %s" % (name, label, rate, cpu * 1e6, guard))
 
 
 def limit_table(work, repeat, n):
@@ -178,7 +183,7 @@ def limit_table(work, repeat, n):
     want = n * (n - 1) // 2
     print("\nUnder cache_limit=%d (12 of %d shards of ~1 MB; 48 KB ndarray, batch 32, 2 workers; fresh cache per epoch)"
           % (limit, len(sizes)))
-    print("  %-44s %12s %14s" % ("path", "samples/s", "CPU us/sample"))
+    print("  %-44s %12s %14s  %s" % ("path", "samples/s", "CPU us/sample", GUARD))
     rows = (("process loader workers=2", "workers", "off"), ("threaded feed, mapped shards (old auto)", "threads", "off"),
             ("shared-memory feed (auto now)", "threads", "auto"))
     best = {}
@@ -198,8 +203,8 @@ def limit_table(work, repeat, n):
             shutil.rmtree(cache, ignore_errors=True)
             best[label] = max(best.get(label, got), got, key=lambda x: x[0])
     for label, _, _ in rows:
-        rate, cpu = best[label]
-        print("  %-44s %12.0f %14.1f" % (label, rate, cpu * 1e6))
+        rate, cpu, guard = best[label]
+        print("  %-44s %12.0f %14.1f  %s" % (label, rate, cpu * 1e6, guard))
 
 
 def _stack_collate(samples):
@@ -224,7 +229,7 @@ def worker_slots_table(work, repeat, n):
                    size_limit=1 << 26)
     want = n * (n - 1) // 2
     print("\nWorker processes with a custom collate_fn (48 KB ndarray, batch 32, 2 workers, %d samples)" % n)
-    print("  %-44s %12s %14s" % ("path", "samples/s", "CPU us/sample"))
+    print("  %-44s %12s %14s  %s" % ("path", "samples/s", "CPU us/sample", GUARD))
     rows = (("torch's shared memory (SLUICE_WORKER_SLOTS=0)", "0"), ("reused worker slots (default)", "16"))
     best = {}
     old = os.environ.get("SLUICE_WORKER_SLOTS")
@@ -242,8 +247,8 @@ def worker_slots_table(work, repeat, n):
         else:
             os.environ["SLUICE_WORKER_SLOTS"] = old
     for label, _ in rows:
-        rate, cpu = best[label]
-        print("  %-44s %12.0f %14.1f" % (label, rate, cpu * 1e6))
+        rate, cpu, guard = best[label]
+        print("  %-44s %12.0f %14.1f  %s" % (label, rate, cpu * 1e6, guard))
 
 
 # -- images -----------------------------------------------------------------
@@ -383,7 +388,9 @@ def main():
     args = ap.parse_args()
     cores = os.cpu_count()
     work = args.work or tempfile.mkdtemp(prefix="sluice-feedbench-")
+    os.makedirs(work, exist_ok=True)
     os.environ.setdefault("SLUICE_AGENT_DIR", os.path.join(work, "agent"))
+    helpers.binary()  # $SLUICE_BIN, else built from this checkout
     print("load average %.2f, %d CPUs; MosaicML Streaming, LitData, WebDataset: not installable here"
           % (os.getloadavg()[0], cores))
     try:
@@ -415,13 +422,13 @@ def main():
 
             with_mode("workers", lambda: epoch(loader(ds(), 0), False, n, want))  # warm
             print("\n100 KB samples to the loop (batch_size=32, %d samples)" % n)
-            print("  %-34s %12s %14s" % ("path", "samples/s", "CPU us/sample"))
+            print("  %-34s %12s %14s  %s" % ("path", "samples/s", "CPU us/sample", GUARD))
             for name, mode, workers, feed in (("DataLoader workers=0", "workers", 0, False),
                                               ("DataLoader workers=2 (processes)", "workers", 2, False),
                                               ("feed workers=2 (threads)", "threads", 2, True),
                                               ("feed workers=8 (threads)", "threads", 8, True)):
-                rate, cpu = best_of(args.repeat, lambda: with_mode(mode, lambda: epoch(loader(ds(), workers), feed, n, want)))
-                print("  %-34s %12.0f %14.1f" % (name, rate, cpu * 1e6))
+                rate, cpu, guard = best_of(args.repeat, lambda: with_mode(mode, lambda: epoch(loader(ds(), workers), feed, n, want)))
+                print("  %-34s %12.0f %14.1f  %s" % (name, rate, cpu * 1e6, guard))
 
         # 2. JPEG pipeline.
         m = args.images
@@ -440,15 +447,15 @@ def main():
                   % (m, sum(map(len, jpegs)) / len(jpegs) / 1e3))
             print("  PIL single process %.0f img/s per CPU second (%.0f per wall second) x %d cores = ceiling %.0f img/s"
                   % (one, wall1, cores, one * cores))
-            print("  %-34s %12s %14s %10s %12s" % ("path", "images/s", "CPU us/image", "of ceiling", "PIL CPU/ours"))
+            print("  %-34s %12s %14s %10s %12s  %s" % ("path", "images/s", "CPU us/image", "of ceiling", "PIL CPU/ours", GUARD))
             counts = sorted({2, cores})
             paths = [("DataLoader workers=%d (processes)" % w, "workers", w, False) for w in counts]
             paths += [("feed workers=%d (threads)" % w, "threads", w, True) for w in counts]
             for name, mode, workers, feed in paths:
-                rate, cpu = best_of(args.repeat, lambda: with_mode(
+                rate, cpu, guard = best_of(args.repeat, lambda: with_mode(
                     mode, lambda: epoch(loader(dsi(), workers, image_collate), feed, m, want)))
-                print("  %-34s %12.0f %14.1f %9.0f%% %11.0f%%" % (name, rate, cpu * 1e6, 100 * rate / (one * cores),
-                                                                 100 / one / cpu))
+                print("  %-34s %12.0f %14.1f %9.0f%% %11.0f%%  %s" % (name, rate, cpu * 1e6, 100 * rate / (one * cores),
+                                                                     100 / one / cpu, guard))
         if args.go:
             print("\nGo benchmarks:")
             go_benchmarks()

@@ -124,7 +124,7 @@ def per_core_pil(jpegs, fn, seconds):
     want = sum(k % len(jpegs) for k in range(n))
     if ids != want:
         raise SystemExit("guard failed: PIL id sum %d, want %d" % (ids, want))
-    return n / cpu, n / (time.perf_counter() - t0)
+    return n / cpu, n / (time.perf_counter() - t0), "%d / %d" % (n, ids)
 
 
 def draft_error(jpegs, count=64):
@@ -174,7 +174,7 @@ def go_run(exe, d, n, workers, transform, passes, full=False):
     if r["images"] != passes * n or r["id_sum"] != want:
         raise SystemExit("guard failed: %s decoded %d images (want %d), id sum %d (want %d)"
                          % (exe, r["images"], passes * n, r["id_sum"], want))
-    return r["images"] / r["cpu_s"], r["images"] / r["wall_s"]
+    return r["images"] / r["cpu_s"], r["images"] / r["wall_s"], "%d / %d" % (r["images"], r["id_sum"])
 
 
 # -- the threaded feed --------------------------------------------------------
@@ -194,7 +194,8 @@ def feed_rate(d, n, threads, repeat, how, full=False):
     feed's threads (SLUICE_IMAGE_DECODE=pil); "auto": DecodeImage with
     every setting at its default (the path the agent's build makes auto
     choose). (images/s, CPU seconds per image of this process and the
-    agent, whether the agent decoded), guarded."""
+    agent, whether the agent decoded, the guard "images / id sum"),
+    guarded."""
     import numpy as np
     import torch
 
@@ -206,7 +207,7 @@ def feed_rate(d, n, threads, repeat, how, full=False):
         arr = np.stack([pil_rrc(s["img"], rnd) for s in samples])
         return {"img": torch.from_numpy(arr).permute(0, 3, 1, 2), "id": torch.tensor([int(s["id"]) for s in samples])}
 
-    best = (0.0, 0.0, None)
+    best = (0.0, 0.0, None, None)
     saved = os.environ.get("SLUICE_IMAGE_DECODE")
     os.environ["SLUICE_IMAGE_DECODE"] = how if how in ("agent", "pil") else "auto"
     try:
@@ -229,7 +230,7 @@ def feed_rate(d, n, threads, repeat, how, full=False):
             wall, cpu = time.perf_counter() - t0, cpu_now() - c0
             if cnt != n or s != n * (n - 1) // 2:
                 raise SystemExit("guard failed: feed gave %d images (want %d), id sum %d" % (cnt, n, s))
-            best = max(best, (cnt / wall, cpu / cnt, chose), key=lambda r: r[0])
+            best = max(best, (cnt / wall, cpu / cnt, chose, "%d / %d" % (cnt, s)), key=lambda r: r[0])
     finally:
         if saved is None:
             os.environ.pop("SLUICE_IMAGE_DECODE", None)
@@ -289,10 +290,10 @@ def main():
 
         ceiling = pil_rrc_[0] * cores
         print("\n2. decode ceiling: PIL single process %.0f img/s per CPU second x %d cores = %.0f img/s"
-              % (pil_rrc_[0], cores, ceiling))
+              " (guard: images / id sum %s)" % (pil_rrc_[0], cores, ceiling, pil_rrc_[2]))
 
         print("\n3. all cores (images/s, best of %d)" % args.repeat)
-        print("  %-40s %10s %10s %10s" % ("pipeline", "images/s", "of ceiling", "img/CPU-s"))
+        print("  %-40s %10s %10s %10s  %s" % ("pipeline", "images/s", "of ceiling", "img/CPU-s", "guard: images / id sum"))
         if args.feed > 0:
             import helpers  # noqa: F401  (binary, agent dir)
             import mdswrite
@@ -302,9 +303,9 @@ def main():
             m = args.feed
             mdswrite.write(di, {"id": "int", "img": "bytes"}, ({"id": i, "img": jpegs[i % len(jpegs)]} for i in range(m)),
                            size_limit=1 << 26)
-            rate, cpu, _ = feed_rate(di, m, cores, args.repeat, "collate")
-            print("  %-40s %10.0f %9.0f%% %10.0f" % ("PIL in the threaded feed (%d threads)" % cores, rate,
-                                                    100 * rate / ceiling, 1 / cpu))
+            rate, cpu, _, guard = feed_rate(di, m, cores, args.repeat, "collate")
+            print("  %-40s %10.0f %9.0f%% %10.0f  %s" % ("PIL in the threaded feed (%d threads)" % cores, rate,
+                                                        100 * rate / ceiling, 1 / cpu, guard))
             # DecodeImage with each build of the agent (the default static
             # one, pure Go, and one built with -tags libjpeg): the agent's
             # decode, PIL in the feed's threads, and what auto chose (from
@@ -326,10 +327,10 @@ def main():
                         ("auto with the %s agent" % label, "auto", False)]
                 try:
                     for name, how, full in rows:
-                        rate, cpu, chose = feed_rate(di, m, cores, args.repeat, how, full)
+                        rate, cpu, chose, guard = feed_rate(di, m, cores, args.repeat, how, full)
                         if how == "auto":
                             name += " -> %s" % ("agent" if chose else "PIL")
-                        print("  %-40s %10.0f %9.0f%% %10.0f" % (name, rate, 100 * rate / ceiling, 1 / cpu))
+                        print("  %-40s %10.0f %9.0f%% %10.0f  %s" % (name, rate, 100 * rate / ceiling, 1 / cpu, guard))
                 finally:
                     helpers.stop_agent(os.environ["SLUICE_AGENT_DIR"])
             os.environ["SLUICE_AGENT_DIR"] = saved[1]
@@ -340,7 +341,7 @@ def main():
         for name, exe in sorted(exes.items()):
             r = best(lambda: go_run(exe, d, len(jpegs), 0, "rrc", args.passes))
             label = "Go vision %s, %d goroutines" % ("pure Go" if name == "go" else "libjpeg-turbo", cores)
-            print("  %-40s %10.0f %9.0f%% %10.0f" % (label, r[1], 100 * r[1] / ceiling, r[0]))
+            print("  %-40s %10.0f %9.0f%% %10.0f  %s" % (label, r[1], 100 * r[1] / ceiling, r[0], r[2]))
     finally:
         try:
             import helpers
