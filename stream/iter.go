@@ -359,6 +359,7 @@ func (it *Iterator) Close() error {
 	}
 	it.closed = true
 	if it.turns != nil {
+		it.turnClose()
 		it.turnDone()
 		it.turns.g.leave(it.turns)
 	}
@@ -386,6 +387,7 @@ type Location struct {
 
 	t    *shardTable
 	o    *openShard
+	tw   *workerTurns // the iterator's turns, told of the release (nil: none)
 	once sync.Once
 }
 
@@ -395,6 +397,9 @@ func (l *Location) Release() {
 	l.once.Do(func() {
 		if l.o != nil {
 			l.t.release(l.o)
+		}
+		if l.tw != nil {
+			l.tw.handBack()
 		}
 	})
 }
@@ -415,6 +420,9 @@ func (it *Iterator) Location() (*Location, error) {
 		}
 	}
 	it.d.table.ref(it.cur)
+	if it.turns != nil {
+		it.turns.hand()
+	}
 	return &Location{Sample: it.id, Shard: it.cur.shard, Index: it.j, Path: it.cur.path,
-		Offset: off, Length: n, t: it.d.table, o: it.cur}, nil
+		Offset: off, Length: n, t: it.d.table, o: it.cur, tw: it.turns}, nil
 }

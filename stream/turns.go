@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -74,7 +75,8 @@ func (g *WorkerGroup) join(id turnID, who int, batch int) *workerTurns {
 	}
 	e.taken[who] = true
 	e.refs++
-	return &workerTurns{g: g, id: id, o: e.o, who: who, works: int64(id.works), batch: int64(max(batch, 1)), recheck: -1}
+	return &workerTurns{g: g, id: id, o: e.o, who: who, works: int64(id.works), batch: int64(max(batch, 1)), recheck: -1,
+		freed: make(chan struct{}, 1)}
 }
 
 // leave ends a member's part in the group.
@@ -130,6 +132,72 @@ type workerTurns struct {
 	next        int64 // the key of the next turn announced (Done)
 	recheck     int64 // seq at which next is to be found again (-1: none)
 	inTurn, end bool
+	// ended is closed once the deferred release of the last shard ran
+	// (turnEnd).
+	ended chan struct{}
+
+	// The Locations the iterator handed out (Iterator.Location) that
+	// are not released yet: a client holding a Location holds its
+	// shard's lease. A worker's shard change waits in its turn until
+	// they are back (awaitReleased), so that what the cache holds at
+	// every turn is each worker's current shard alone, whenever the
+	// client released them (the agent's Python workers release a reply's
+	// locations after they decoded it).
+	heldMu sync.Mutex
+	held   int64
+	freed  chan struct{} // signalled when held drops to 0
+}
+
+// hand counts a Location handed out.
+func (t *workerTurns) hand() {
+	t.heldMu.Lock()
+	t.held++
+	t.heldMu.Unlock()
+}
+
+// handBack counts a Location released.
+func (t *workerTurns) handBack() {
+	t.heldMu.Lock()
+	t.held--
+	zero := t.held <= 0
+	t.heldMu.Unlock()
+	if zero {
+		select {
+		case t.freed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// awaitReleased waits until every Location the iterator handed out is
+// released, for at most the turns' patience (by then the other workers
+// pass this one over, see cache.Order: the wait keeps the order, it does
+// not keep the client from going on), or until ctx ends.
+func (t *workerTurns) awaitReleased(ctx context.Context) error {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		t.heldMu.Lock()
+		n := t.held
+		t.heldMu.Unlock()
+		if n <= 0 {
+			return nil
+		}
+		if timer == nil {
+			timer = time.NewTimer(turnPatience)
+		}
+		select {
+		case <-t.freed:
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("stream: waiting for the client to release %d locations of worker %d: %w", n, t.who, ctx.Err())
+		}
+	}
 }
 
 // key returns the key of the worker's q-th sample.
@@ -168,6 +236,12 @@ func (it *Iterator) turnWait(p int64, shard int) (context.Context, error) {
 		return nil, err
 	}
 	t.inTurn = true
+	// The release of the shard the worker leaves happens in its turn:
+	// the locations of it that its client still holds come back first.
+	if err := t.awaitReleased(it.ctx); err != nil {
+		it.turnDone()
+		return nil, err
+	}
 	ids := *it.view.Load()
 	q, sure := it.nextChange(ids, p, shard, t.seq)
 	next := t.key(q)
@@ -231,11 +305,35 @@ func (it *Iterator) turnEnd() {
 		return
 	}
 	t.end = true
+	t.ended = make(chan struct{})
 	o := it.cur
 	it.cur = nil
 	t.o.Defer(t.who, t.key(t.seq), func() {
+		defer close(t.ended)
+		// The locations of the last shard the client holds come back
+		// in this turn too (see awaitReleased). An error here is the
+		// iteration's end: its leases go with the release below.
+		_ = t.awaitReleased(it.ctx)
 		if o != nil {
 			it.d.table.release(o)
 		}
 	})
+}
+
+// turnClose waits, at the end of a plan read to its end, for the deferred
+// turn that lets go of the last shard (turnEnd) to come: leaving the order
+// before would run it out of turn. It waits for at most the turns'
+// patience, or until the iteration's context ends.
+func (it *Iterator) turnClose() {
+	t := it.turns
+	if t == nil || !t.end || t.ended == nil {
+		return
+	}
+	timer := time.NewTimer(turnPatience)
+	defer timer.Stop()
+	select {
+	case <-t.ended:
+	case <-timer.C:
+	case <-it.ctx.Done():
+	}
 }

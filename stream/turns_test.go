@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,6 +101,77 @@ func TestOrderAdmissionsDeterministic(t *testing.T) {
 		if fmt.Sprint(gets) != fmt.Sprint(first) {
 			t.Errorf("run %d fetched %v, run 0 %v", run, gets, first)
 		}
+	}
+}
+
+// TestOrderAdmissionsLocations reads ordered workers as the agent does:
+// a Location per sample, each released by the "client" 1-9 ms later on
+// another goroutine. A worker's shard change waits in its turn until its
+// client gave back every location it held, so that the cache holds at
+// each turn every worker's current shard alone, as the model plays it
+// (before, the shard change went on at once and the shards the clients
+// still held stayed leased into the other workers' turns: 1413 changes
+// with locations out in one run).
+func TestOrderAdmissionsLocations(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reg, _ := memDataset(t, spec{samples: 600, payload: 300, sizeLimit: 4 << 10})
+	seed := int64(3)
+	ds, err := stream.Open(ctx, &stream.Options{Remote: "mem://data", Local: t.TempDir(), Registry: reg,
+		BatchSize: 4, Shuffle: true, ShuffleAlgo: plan.AlgoPy1s, ShuffleSeed: &seed, CacheLimit: 44_000,
+		PrefetchConcurrency: 2, OrderAdmissions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	ep, err := ds.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 1}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var samples atomic.Int64
+	for w := range 2 {
+		it, err := ep.Iter(ctx, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer it.Close()
+			var out atomic.Int64 // locations the client holds
+			var releases sync.WaitGroup
+			defer releases.Wait()
+			last := -1
+			for k := 0; it.Next(); k++ {
+				if sh, _ := it.Shard(); sh != last {
+					if n := out.Load(); last >= 0 && n != 0 {
+						t.Errorf("worker %d: shard change to %d with %d locations still held", w, sh, n)
+					}
+					last = sh
+				}
+				loc, err := it.Location()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				out.Add(1)
+				samples.Add(1)
+				releases.Add(1)
+				time.AfterFunc(time.Duration(1+k*7%9)*time.Millisecond, func() {
+					defer releases.Done()
+					out.Add(-1)
+					loc.Release()
+				})
+			}
+			if err := it.Err(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if samples.Load() < 600 {
+		t.Errorf("%d samples, want the epoch's 600 at least", samples.Load())
 	}
 }
 
