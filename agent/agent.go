@@ -355,6 +355,9 @@ type job struct {
 	closed  bool
 	cursors map[[2]int]*stream.Dataset
 	started map[int]plan.EpochSpec
+	// group is where the job's DataLoader workers take their turns
+	// (stream.WorkerGroup; used with OrderAdmissions).
+	group *stream.WorkerGroup
 }
 
 func (a *Agent) acquireJob(key string, ds *sharedDataset) *job {
@@ -362,7 +365,8 @@ func (a *Agent) acquireJob(key string, ds *sharedDataset) *job {
 	defer a.mu.Unlock()
 	j, ok := a.jobs[key]
 	if !ok {
-		j = &job{key: key, ds: ds, cursors: map[[2]int]*stream.Dataset{}, started: map[int]plan.EpochSpec{}}
+		j = &job{key: key, ds: ds, cursors: map[[2]int]*stream.Dataset{}, started: map[int]plan.EpochSpec{},
+			group: stream.NewWorkerGroup()}
 		a.jobs[key] = j
 		ds.refs++ // the job's cursors share ds (see cursor); released with the job
 	}

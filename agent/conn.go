@@ -139,7 +139,7 @@ func (c *conn) handle(ctx context.Context, f agentapi.Frame) (any, []byte, error
 			c.a.log.Warn("client of another sluice release", "client", req.Software, "agent", version.Software(), "pid", req.PID)
 		}
 		return agentapi.Hello{Op: agentapi.OpHello, Version: v, MinVersion: agentapi.MinVersion, Software: "sluice-agent/" + version.Number(), PID: os.Getpid(),
-			Features: features()}, nil, nil
+			Features: append(features(), agentapi.FeatureOrderAdmissions)}, nil, nil
 	case agentapi.OpOpen:
 		var req agentapi.Open
 		if err := decode(f, &req); err != nil {

@@ -69,6 +69,7 @@ func (a *Agent) streamOptions(ctx context.Context, ds agentapi.Dataset) (stream.
 		BatchingMethod:      ds.BatchingMethod,
 		AllowUnsafeTypes:    ds.AllowUnsafeTypes,
 		Replication:         ds.Replication,
+		OrderAdmissions:     ds.OrderAdmissions,
 	}
 	if ds.DownloadRetry != nil {
 		o.DownloadRetry = *ds.DownloadRetry
@@ -370,7 +371,9 @@ func (a *Agent) cursor(_ context.Context, j *job, rank, worker int) (*stream.Dat
 	if j.closed {
 		return nil, &agentapi.Error{Code: agentapi.CodeClosed, Message: "job closed"}
 	}
-	c := j.ds.ds.Cursor()
+	// The job's workers take their turns (OrderAdmissions) among
+	// themselves, not with another job's reading the same dataset.
+	c := j.ds.ds.CursorIn(j.group)
 	j.cursors[k] = c
 	return c, nil
 }

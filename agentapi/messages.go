@@ -67,6 +67,8 @@ const (
 	// FeatureImageLibjpeg: the agent's "image" feed transform decodes
 	// JPEGs with libjpeg-turbo (a `-tags libjpeg` build).
 	FeatureImageLibjpeg = "image-decoder:libjpeg-turbo"
+	// FeatureOrderAdmissions: the agent honours Dataset.OrderAdmissions.
+	FeatureOrderAdmissions = "order-admissions"
 )
 
 // HasFeature reports whether h announces feature f.
@@ -121,6 +123,11 @@ type Dataset struct {
 	BatchingMethod      string   `json:"batching_method,omitempty"`
 	AllowUnsafeTypes    bool     `json:"allow_unsafe_types,omitempty"`
 	Replication         int      `json:"replication,omitempty"`
+	// OrderAdmissions makes the DataLoader workers of a rank take their
+	// shard changes in turn under a cache limit (stream.Options'
+	// OrderAdmissions; agents that announce FeatureOrderAdmissions). An
+	// agent of an older release ignores it.
+	OrderAdmissions bool `json:"order_admissions,omitempty"`
 }
 
 // World places one consumer, as torchrun's environment does: RANK,

@@ -20,6 +20,7 @@ except ImportError:  # torch is optional
 
 _DEFAULT_FETCH = 1024
 _PIPELINE_WAIT_MS = 100
+_ORDER_ADMISSIONS = "order-admissions"  # the agent's hello feature
 _RECOVERIES = 3
 
 
@@ -50,7 +51,13 @@ class StreamingDataset(_Base):
     ``fetch_size`` (samples per request), ``inline_max`` (records up to
     this many bytes are sent inline instead of mapped) and
     ``decode_images`` (sluice.DecodeImage objects: image columns delivered
-    as uint8 arrays, cropped and flipped per sample; docs/images.md).
+    as uint8 arrays, cropped and flipped per sample; docs/images.md) and
+    ``order_admissions`` (under a cache_limit, this rank's DataLoader
+    workers take their shard changes in turn, in the order the training
+    loop consumes them: what the cache evicts and downloads again is the
+    same on every run and ``sluice simulate --order-admissions`` predicts
+    it exactly, at some cost in throughput where the workers fetch on
+    demand; docs/input-bound.md).
     """
 
     def __init__(
@@ -87,6 +94,7 @@ class StreamingDataset(_Base):
         fetch_size=None,
         inline_max=0,
         decode_images=None,
+        order_admissions=False,
     ):
         if streams is not None and (remote is not None or local is not None):
             raise ValueError("give either streams or remote/local, not both")
@@ -130,6 +138,7 @@ class StreamingDataset(_Base):
         self.batching_method = batching_method
         self.allow_unsafe_types = allow_unsafe_types
         self.replication = replication
+        self.order_admissions = bool(order_admissions)
         self.initial_physical_nodes = None
 
         wire = {
@@ -156,6 +165,7 @@ class StreamingDataset(_Base):
             "batching_method": batching_method,
             "allow_unsafe_types": allow_unsafe_types or None,
             "replication": replication,
+            "order_admissions": self.order_admissions or None,
         }
         self._wire = {k: v for k, v in wire.items() if v is not None}
         self._agent_dir = agent_dir
@@ -210,6 +220,10 @@ class StreamingDataset(_Base):
             self._conn = self._handle = self._held = None
             c = _agent.Connection(self._agent_dir, timeout=self._timeout)
             self._conn = c
+            if self.order_admissions and _ORDER_ADMISSIONS not in c.features:
+                warnings.warn("order_admissions=True has no effect: the sluice agent on %s is of a release that "
+                              "does not take it (restart it with this release's binary)" % c.path,
+                              UserWarning, stacklevel=3)
         if self._handle is None:
             opened = c.call({"op": "open", "dataset": self._wire, "job": self._job, "world": world, "env": self._env}, "open",
                             timeout=self._open_timeout())
@@ -445,6 +459,11 @@ class StreamingDataset(_Base):
         # A DataLoader worker watches its parent: when the main process
         # dies the worker stops instead of waiting on as an orphan.
         parent = _worker.parent_pid() if private else None
+        # Taking turns (order_admissions), a worker's shard change waits in
+        # its turn for the locations of the shard it leaves: each reply is
+        # released as soon as its samples are out, with the request for
+        # the next, not pipelined behind it.
+        pipelined = not self.order_admissions
         conn.send(req)
         prev = None
         last = time.monotonic()
@@ -479,10 +498,11 @@ class StreamingDataset(_Base):
             # make the next batch before this one is released (a tight
             # cache limit), the empty reply makes us release it sooner.
             last = time.monotonic()
-            nreq = dict(req, wait_ms=_PIPELINE_WAIT_MS)
-            if prev:
-                nreq["release"] = [prev]
-            conn.send(nreq)
+            if pipelined:
+                nreq = dict(req, wait_ms=_PIPELINE_WAIT_MS)
+                if prev:
+                    nreq["release"] = [prev]
+                conn.send(nreq)
             prev = reply.get("id") or None
             entries, inline = _agent.parse_entries(reply, body)
             shards = reply["shards"]
@@ -515,6 +535,9 @@ class StreamingDataset(_Base):
                 if self._decode_images:
                     v = _images.apply_all(self._decode_images, v, self.shuffle_seed, begun["epoch"], sid)
                 yield v
+            if not pipelined:
+                conn.send(dict(req, release=[prev]) if prev else req)
+                prev = None
 
     # -- metrics ----------------------------------------------------------
 

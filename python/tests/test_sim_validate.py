@@ -148,17 +148,19 @@ class SimulateValidateTest(helpers.AgentCase):
         # its store settings).
         helpers.set_env(self, dict(env, S3_ENDPOINT_URL=self.proxy.url, SLUICE_JOB=uuid.uuid4().hex))
 
-    def simulate(self, cache_limit=None):
+    def simulate(self, cache_limit=None, ordered=False):
         args = [helpers.binary(), "simulate", self.src, "--batch-size", str(BATCH), "--shuffle",
                 "--shuffle-algo", "py1s", "--shuffle-seed", "7", "--workers-per-rank", str(WORKERS),
                 "--prefetch-factor", "2", "--latency", "%dms" % (LATENCY * 1000),
                 "--bandwidth-per-node", str(BANDWIDTH), "--step-time", "%dms" % (STEP * 1000), "--json"]
         if cache_limit:
             args += ["--cache-limit", str(cache_limit)]
+        if ordered:
+            args.append("--order-admissions")
         out = subprocess.run(args, check=True, capture_output=True, text=True, timeout=120).stdout
         return json.loads(out)["report"]
 
-    def measure(self, cache_limit=None):
+    def measure(self, cache_limit=None, ordered=False):
         """One epoch as a training loop reads it: torch's DataLoader with
         WORKERS worker processes (prefetch_factor 2), STEP after each batch.
         The clock starts when the loop begins (iter: the workers start), the
@@ -168,7 +170,8 @@ class SimulateValidateTest(helpers.AgentCase):
         not modelled: they are in the time to first batch's error."""
         local = os.path.join(self.tmp, "cache-" + uuid.uuid4().hex)
         ds = sluice.StreamingDataset(remote=self.remote, local=local, batch_size=BATCH, shuffle=True,
-                                     shuffle_algo="py1s", shuffle_seed=7, cache_limit=cache_limit)
+                                     shuffle_algo="py1s", shuffle_seed=7, cache_limit=cache_limit,
+                                     order_admissions=ordered)
         loader = DataLoader(ds, batch_size=BATCH, num_workers=WORKERS, prefetch_factor=2, timeout=60)
         waits, samples = [], 0
         start = time.monotonic()
@@ -186,12 +189,12 @@ class SimulateValidateTest(helpers.AgentCase):
             t0 = time.monotonic()
         return {"waits": waits, "samples": samples, "wall": time.monotonic() - start, "start": start}
 
-    def compare(self, cache_limit=None, exact=True):
-        rep = self.simulate(cache_limit)
+    def compare(self, cache_limit=None, exact=True, ordered=False):
+        rep = self.simulate(cache_limit, ordered)
         errors = []
         for attempt in range(3):
             r0, b0 = self.proxy.counts()
-            m = self.measure(cache_limit)
+            m = self.measure(cache_limit, ordered)
             r1, b1 = self.proxy.counts()
             requests, nbytes = r1 - r0, b1 - b0
             self.assertEqual(m["samples"], rep["samples"])
@@ -233,6 +236,16 @@ class SimulateValidateTest(helpers.AgentCase):
         # per worker, a batch's, and one fetch): the epoch downloads
         # shards again.
         self.compare(cache_limit=600_000, exact=False)
+
+    def test_workers_evicting_ordered(self):
+        # The same cache, the workers taking their shard changes in turn
+        # (order_admissions, `sluice simulate --order-admissions`): the
+        # agent's cursors of the rank's workers take turns as the Go
+        # stream's do, and a worker's shard change waits in its turn for
+        # the Python worker to give back the locations of the shard it
+        # leaves. What is evicted and downloaded again is a function of
+        # the plan: exact.
+        self.compare(cache_limit=600_000, ordered=True)
 
 
 if __name__ == "__main__":
