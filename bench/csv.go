@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/sluicedata/sluice/internal/atomicfile"
 )
@@ -81,6 +83,9 @@ func readCSV(path string, header []string, optional bool) ([][]string, error) {
 		if optional && errors.Is(err, os.ErrNotExist) {
 			return nil, nil
 		}
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("bench: %w (sluice bench --out DIR writes it)", err)
+		}
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	defer f.Close()
@@ -88,6 +93,10 @@ func readCSV(path string, header []string, optional bool) ([][]string, error) {
 	r.FieldsPerRecord = len(header)
 	rows, err := r.ReadAll()
 	if err != nil {
+		if errors.Is(err, csv.ErrFieldCount) {
+			return nil, fmt.Errorf("bench: %s: %w (sluice bench writes %d columns: %s)", path, err, len(header),
+				strings.Join(header, ","))
+		}
 		return nil, fmt.Errorf("bench: %s: %w", path, err)
 	}
 	if len(rows) == 0 {
@@ -101,10 +110,20 @@ func readCSV(path string, header []string, optional bool) ([][]string, error) {
 	return rows[1:], nil
 }
 
+// maxFigure bounds the magnitude of a number the charts take (seconds,
+// samples/s, percent): beyond it their axis arithmetic overflows.
+const maxFigure = 1e12
+
+// parseF parses a number of row (0: the first after the header) of path;
+// NaN, infinities and magnitudes beyond maxFigure (which the charts cannot
+// place) are refused with the row that holds them.
 func parseF(path string, row int, s string) (float64, error) {
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, fmt.Errorf("bench: %s: row %d: %q is not a number", path, row+2, s)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("bench: %s: row %d: %q is not a finite number", path, row+2, s)
+	}
+	if math.Abs(v) > maxFigure {
+		return 0, fmt.Errorf("bench: %s: row %d: %q is out of range (magnitude above %g)", path, row+2, s, float64(maxFigure))
 	}
 	return v, nil
 }

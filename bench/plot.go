@@ -28,10 +28,17 @@ func Plot(dir, format string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(sums) == 0 {
+		return nil, fmt.Errorf("bench: %s has no runs", sumPath)
+	}
 	stepPath := filepath.Join(dir, StepsFile)
 	steps, err := readCSV(stepPath, stepsHeader, false)
 	if err != nil {
 		return nil, err
+	}
+	if len(steps) == 0 {
+		// The input-wait charts would have nothing on their axes.
+		return nil, fmt.Errorf("bench: %s has no steps", stepPath)
 	}
 	gpuPath := filepath.Join(dir, GPUFile)
 	gpus, err := readCSV(gpuPath, gpuHeader, true)
@@ -60,9 +67,6 @@ func Plot(dir, format string) ([]string, error) {
 		if rates[i], err = parseF(sumPath, i, r[7]); err != nil {
 			return nil, err
 		}
-	}
-	if len(sums) == 0 {
-		return nil, fmt.Errorf("bench: %s has no runs", sumPath)
 	}
 	p := plot.New()
 	p.Title.Text = "Throughput per configuration"
