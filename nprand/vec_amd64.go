@@ -7,10 +7,13 @@ import (
 )
 
 // hasVec reports whether the CPU runs the AVX-512 kernels (skipVec,
-// countVec): AVX-512F with IFMA (52-bit multiply-add, the 128-bit LCG
-// step on 8 lanes per register), and BMI1/BMI2/POPCNT for their scalar
-// parts. It is read once; elsewhere the scalar code runs.
+// countVec, shuffleVec): AVX-512F with IFMA (52-bit multiply-add, the
+// 128-bit LCG step on 8 lanes per register), CD and VPOPCNTDQ (skipVec's
+// prefix counts in the narrow bands: VPBROADCASTMW2D, VPOPCNTD; every
+// IFMA CPU but Cannon Lake has them), and BMI1/BMI2/POPCNT for their
+// scalar parts. It is read once; elsewhere the scalar code runs.
 var hasVec = cpu.X86.HasAVX512F && cpu.X86.HasAVX512IFMA &&
+	cpu.X86.HasAVX512CD && cpu.X86.HasAVX512VPOPCNTDQ &&
 	cpu.X86.HasBMI1 && cpu.X86.HasBMI2 && cpu.X86.HasPOPCNT
 
 // Lengths below which the vector kernels do not pay: setting up their 16

@@ -4,6 +4,17 @@
 // The kernels of vec_amd64.go; the lanes and macros are described in
 // vec_amd64.h.
 
+// pref16: dword t is 2^t - 1, the tries below t (ACCEPTEDL, in Z14).
+DATA pref16<>+0(SB)/8, $0x0000000100000000
+DATA pref16<>+8(SB)/8, $0x0000000700000003
+DATA pref16<>+16(SB)/8, $0x0000001f0000000f
+DATA pref16<>+24(SB)/8, $0x0000007f0000003f
+DATA pref16<>+32(SB)/8, $0x000001ff000000ff
+DATA pref16<>+40(SB)/8, $0x000007ff000003ff
+DATA pref16<>+48(SB)/8, $0x00001fff00000fff
+DATA pref16<>+56(SB)/8, $0x00007fff00003fff
+GLOBL pref16<>(SB), RODATA|NOPTR, $64
+
 DATA iota32<>+0(SB)/8, $0x0000000100000000
 DATA iota32<>+8(SB)/8, $0x0000000300000002
 DATA iota32<>+16(SB)/8, $0x0000000500000004
@@ -43,6 +54,12 @@ GLOBL iota64<>(SB), RODATA|NOPTR, $64
 	POPCNTQ AX, AX \
 	SUBQ AX, SI
 
+// HALFL is HALF on ACCEPTEDL (the narrow bands' halves).
+#define HALFL(x, v, off, rl, rn) \
+	ACCEPTEDL(x, v, off, rl, rn) \
+	POPCNTQ AX, AX \
+	SUBQ AX, SI
+
 // SLOWHALF makes the 16 tries of a half block (x; tries from..to-1 of
 // the block) one by one, the band's mask halving as i falls below floor,
 // and jumps to sdone (R8 = the try) when i reaches 0.
@@ -66,10 +83,11 @@ nx: \
 	JB lp \
 	VPBROADCASTD DX, Z15
 
-// SELHALF makes a half block's tries: counted (HALF) when the band is
-// wide (127 <= mask < 2^31) and i - 16 is still in it (i >= floor + 16),
-// else one by one (at sl, out of line, which comes back to fl).
-#define SELHALF(x, v, off, fl, sl, rl, rn) \
+// SELHALF makes a half block's tries: counted when the band is wide
+// (127 <= mask < 2^31) and i - 16 is still in it (i >= floor + 16), by
+// HALF or, for masks <= 1023, HALFL (at rf, out of line); else one by one
+// (at sl, out of line). Both come back to fl.
+#define SELHALF(x, v, off, fl, sl, rl, rn, rf) \
 	CMPQ DX, $127 \
 	JB sl \
 	CMPQ DX, $0x7fffffff \
@@ -77,6 +95,8 @@ nx: \
 	LEAQ 16(R12), AX \
 	CMPQ SI, AX \
 	JB sl \
+	CMPQ DX, $1023 \
+	JBE rf \
 	HALF(x, v, off, rl, rn) \
 fl:
 
@@ -121,6 +141,7 @@ TEXT ·skipVec(SB), NOSPLIT, $192-64
 	LEAQ 1(DX), R12
 	SHRQ $1, R12
 	VMOVDQU32 iota32<>+0(SB), Z13
+	VMOVDQU32 pref16<>+0(SB), Z14
 	LEAQ 63(SP), BX // the one-by-one halves' buffer, 64-byte aligned
 	ANDQ $-64, BX
 	VPBROADCASTD DX, Z15
@@ -143,8 +164,8 @@ sfirstb:
 sblock:
 	OUT(Z0, Z2, Z4, Z24, Z26)
 	OUT(Z1, Z3, Z5, Z25, Z27)
-	SELHALF(Z24, Z29, 0, sfa, sla, sra, srna)
-	SELHALF(Z25, Z30, 64, sfb, slb, srb, srnb)
+	SELHALF(Z24, Z29, 0, sfa, sla, sra, srna, rfa)
+	SELHALF(Z25, Z30, 64, sfb, slb, srb, srnb, rfb)
 sstep:
 	STEP(Z0, Z2, Z4, Z16, Z17, Z18, Z19)
 	STEP(Z1, Z3, Z5, Z20, Z21, Z22, Z23)
@@ -165,6 +186,14 @@ sdone:
 	MOVQ DX, maskOut+56(FP)
 	VZEROUPPER
 	RET
+
+// Halves a and b counted with the tighter rejection test (SELHALF's rf).
+rfa:
+	HALFL(Z24, Z29, 0, lra, lrna)
+	JMP sfa
+rfb:
+	HALFL(Z25, Z30, 64, lrb, lrnb)
+	JMP sfb
 
 // Half a's tries one by one (SELHALF's sl).
 sla:
