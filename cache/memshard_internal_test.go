@@ -48,10 +48,16 @@ func memCache(t *testing.T, dir string, limit int64, b storage.Bucket, size int6
 	return c, d
 }
 
+// memUsed returns the bytes of the blocks read or kept (not free for
+// reuse).
 func memUsed(c *Cache) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.mem.used
+	n := c.mem.used
+	for _, b := range c.mem.free {
+		n -= int64(len(b))
+	}
+	return n
 }
 
 // TestMemShardReadFromMemory: a shard fetched in memory is leased with
@@ -97,9 +103,13 @@ func TestMemShardReadFromMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Release()
 	if l.Bytes() != nil {
 		t.Fatal("a lease after the shard was read has its bytes in memory; want the file")
+	}
+	l.Release()
+	c.Close()
+	if c.mem.used != 0 || len(c.mem.free) != 0 {
+		t.Fatalf("%d bytes in %d free blocks after Close, want none", c.mem.used, len(c.mem.free))
 	}
 }
 
@@ -283,4 +293,42 @@ func TestMemShardCrashChild(t *testing.T) {
 	}
 	d.Acquire(context.Background(), 0)
 	t.Fatal("Acquire returned: the fetch did not reach its commit")
+}
+
+// TestMemShardBlockReused: the block of a shard read and released is
+// reused by the next shard of about the same size (no fresh memory, whose
+// page faults cost more than the copy into it), and the count of memory
+// does not grow.
+func TestMemShardBlockReused(t *testing.T) {
+	ctx := context.Background()
+	data := memData()
+	c, d := memCache(t, t.TempDir(), 1<<20, memWith(t, data, "a.mds", "b.mds"), int64(len(data)), "a.mds", "b.mds")
+	a, err := d.AcquireEarly(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := &a.Bytes()[0]
+	if err := a.Committed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.Release()
+	c.mu.Lock()
+	used := c.mem.used
+	c.mu.Unlock()
+	b, err := d.AcquireEarly(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release()
+	if !bytes.Equal(b.Bytes(), data) {
+		t.Fatalf("second shard: %d bytes in memory, want its %d", len(b.Bytes()), len(data))
+	}
+	if &b.Bytes()[0] != first {
+		t.Fatal("the second shard got a fresh block, not the first one's")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mem.used != used {
+		t.Fatalf("memory counted: %d after the reuse, %d before", c.mem.used, used)
+	}
 }
