@@ -76,10 +76,10 @@
 // (RESOLVE). Whether there are any is a KTESTW (carry: the possibly
 // accepted K3 lie within the certainly accepted K1), one mask move fewer
 // than comparing the masks in general registers (measured 1-2% faster).
-// v and off: a scratch register for the values and their stack offset;
-// rl and rn: labels unique to the call site. The shared part of skipVec's
+// v, off and base: a scratch register for the values and where RESOLVE
+// stores them; rl and rn: labels unique to the call site. The shared part of skipVec's
 // HALF (vec_amd64.s) and shuffleVec's HALFJ (vec_shuffle_amd64.s).
-#define ACCEPTED(x, v, off, rl, rn) \
+#define ACCEPTED(x, v, off, base, rl, rn) \
 	VPANDD Z15, x, v \
 	VPADDD Z13, v, Z26 \
 	VPBROADCASTD SI, Z28 \
@@ -88,7 +88,7 @@
 	KMOVW K1, AX \
 	KTESTW K3, K1 \
 	JCS rn \
-	RESOLVE(v, off, rl) \
+	RESOLVE(v, off, base, rl) \
 rn:
 
 // ACCEPTEDL is ACCEPTED with a tighter test for rejection: try t is
@@ -101,7 +101,7 @@ rn:
 // resolution), for four more vector instructions a half: skipVec uses it
 // in the narrow bands (masks <= 1023), where undecided tries are frequent
 // (up to one half in four with mask 127 to 1023).
-#define ACCEPTEDL(x, v, off, rl, rn) \
+#define ACCEPTEDL(x, v, off, base, rl, rn) \
 	VPANDD Z15, x, v \
 	VPADDD Z13, v, Z26 \
 	VPBROADCASTD SI, Z28 \
@@ -114,20 +114,23 @@ rn:
 	VPCMPUD $2, Z28, Z27, K3 \
 	KTESTW K3, K1 \
 	JCS rn \
-	RESOLVE(v, off, rl) \
+	RESOLVE(v, off, base, rl) \
 rn:
 
 // RESOLVE makes the undecided tries of a half in order (AX: the
 // certainly accepted, K3: the possibly accepted, i in SI; v, stored at
-// off(SP): the values): try t is accepted iff its value is <= i - the
-// tries accepted before it, set in AX with a conditional move.
-#define RESOLVE(v, off, rl) \
+// off(base): the values): try t is accepted iff its value is <= i - the
+// tries accepted before it, set in AX with a conditional move. skipVec
+// passes its 64-byte-aligned buffer (BX) as base, so the store splits no
+// cache line and the loads that follow it can be forwarded from it;
+// shuffleVec, whose BX is its output, the stack.
+#define RESOLVE(v, off, base, rl) \
 	KMOVW K3, CX \
 	XORQ AX, CX \
-	VMOVDQU32 v, off(SP) \
+	VMOVDQU32 v, off(base) \
 rl: \
 	TZCNTQ CX, R8 \
-	MOVL off(SP)(R8*4), R9 \
+	MOVL off(base)(R8*4), R9 \
 	BLSMSKQ CX, R10 \
 	ANDQ AX, R10 \
 	POPCNTQ R10, R10 \

@@ -48,15 +48,15 @@ GLOBL iota64<>(SB), RODATA|NOPTR, $64
 // rejected when v > i; the tries between are resolved in order (try t
 // is accepted iff v <= i - the tries accepted before it), without
 // branches on the outcome. Then i -= the accepted tries. v and off: a
-// scratch register and the stack offset for the values.
+// scratch register and the values' offset in the aligned buffer (BX).
 #define HALF(x, v, off, rl, rn) \
-	ACCEPTED(x, v, off, rl, rn) \
+	ACCEPTED(x, v, off, BX, rl, rn) \
 	POPCNTQ AX, AX \
 	SUBQ AX, SI
 
 // HALFL is HALF on ACCEPTEDL (the narrow bands' halves).
 #define HALFL(x, v, off, rl, rn) \
-	ACCEPTEDL(x, v, off, rl, rn) \
+	ACCEPTEDL(x, v, off, BX, rl, rn) \
 	POPCNTQ AX, AX \
 	SUBQ AX, SI
 

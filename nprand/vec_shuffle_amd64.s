@@ -19,7 +19,7 @@ GLOBL iotaj<>(SB), RODATA|NOPTR, $64
 // HALFJ is skipVec's HALF that then writes the accepted tries' values
 // at BX (compressed, in order) and advances BX past them.
 #define HALFJ(x, v, off, rl, rn) \
-	ACCEPTED(x, v, off, rl, rn) \
+	ACCEPTED(x, v, off, SP, rl, rn) \
 	KMOVW AX, K2 \
 	VPCOMPRESSD v, K2, (BX) \
 	POPCNTQ AX, AX \
