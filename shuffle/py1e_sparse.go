@@ -224,6 +224,13 @@ func (e *py1e) expectedBelow(c int, x float64) float64 {
 			sum += clampF(math.Ceil(t)-off, 0, z)
 			continue
 		}
+		if t-w < off && t > off+z-1 {
+			// Every input of the span partial (most of the spans
+			// near x): the general case's expression with full = 0
+			// and part = z, without its roundings.
+			sum += (z*t - (z*off + z*(z-1)/2)) / w
+			continue
+		}
 		full := clampF(math.Floor(t-w)-off+1, 0, z)   // j ≤ t - w: probability 1
 		part := clampF(math.Ceil(t)-off, 0, z) - full // t - w < j < t
 		if part > 0 {
