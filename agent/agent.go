@@ -358,6 +358,8 @@ type job struct {
 	// group is where the job's DataLoader workers take their turns
 	// (stream.WorkerGroup; used with OrderAdmissions).
 	group *stream.WorkerGroup
+	// rounds is the epoch each rank's workers are playing (rounds.go).
+	rounds map[int]*epochRound
 }
 
 func (a *Agent) acquireJob(key string, ds *sharedDataset) *job {

@@ -363,9 +363,19 @@ func (c *conn) begin(ctx context.Context, req agentapi.Begin) (agentapi.Begun, e
 			return agentapi.Begun{}, err
 		}
 	}
+	// The rank's workers play one epoch counter, as MosaicML's share
+	// next_epoch (rounds.go); a worker continuing an epoch it lost names
+	// its epoch itself.
+	newRound := false
+	if req.Epoch == nil {
+		newRound = c.a.presumeRound(h.job, req.World.Rank, req.World.Worker, max(req.World.NumWorkers, 1), cur)
+	}
 	ep, err := cur.NewEpoch(ctx, planWorld(req.World, h.ds.opts.Replication), max(req.World.NumWorkers, 1))
 	if err != nil {
 		return agentapi.Begun{}, err
+	}
+	if newRound {
+		c.a.settleRound(h.job, req.World.Rank, ep.Number())
 	}
 	if req.Epoch != nil && ep.Number() != *req.Epoch {
 		return agentapi.Begun{}, badRequestf("asked to continue epoch %d, but the resume state gives epoch %d", *req.Epoch, ep.Number())

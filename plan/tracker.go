@@ -56,6 +56,20 @@ func (t *Tracker) Continue(s State) error {
 // NextEpoch returns the epoch the next Begin presumes (MosaicML next_epoch).
 func (t *Tracker) NextEpoch() int64 { return t.nextEpoch }
 
+// Presume sets the epoch the next Begin presumes. MosaicML keeps one
+// next_epoch for all the DataLoader workers of a node in shared memory;
+// a server that gives each worker a Tracker of its own calls Presume with
+// the epoch the worker's rank is in (or is about to begin), so that a
+// worker that played fewer epochs than its peers (it did not exist in an
+// iteration with fewer workers, or its process never began one a loop
+// broke out of) plays the same epoch they do. A loaded state then
+// applies as usual (when its epoch is not before epoch).
+func (t *Tracker) Presume(epoch int64) {
+	if epoch >= 0 {
+		t.nextEpoch = epoch
+	}
+}
+
 // resolveLazy fills num_canonical_nodes and shuffle_block_size the way
 // MosaicML does on first use, for parallel node count nodes.
 func (t *Tracker) resolveLazy(nodes int) {

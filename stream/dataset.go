@@ -526,6 +526,23 @@ func (d *Dataset) Continue(s plan.State) error {
 	return nil
 }
 
+// NextEpoch returns the epoch the next NewEpoch presumes (MosaicML's
+// next_epoch; plan.Tracker.NextEpoch).
+func (d *Dataset) NextEpoch() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.tracker.NextEpoch()
+}
+
+// PresumeEpoch sets the epoch the next NewEpoch presumes
+// (plan.Tracker.Presume): a server playing each DataLoader worker on a
+// cursor of its own aligns a worker with its rank's epoch with it.
+func (d *Dataset) PresumeEpoch(epoch int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.tracker.Presume(epoch)
+}
+
 // State returns the state dict to save after this rank has yielded
 // samplesYielded samples of the current epoch (MosaicML's
 // StreamingDataLoader.state_dict; every rank is assumed to be as far).

@@ -131,6 +131,29 @@ class FeedTest(helpers.AgentCase):
             flat = [i for b in rest for i in b]
             self.assertEqual(sorted(seen + flat), list(range(self.N)), "feed=%s" % feed)
 
+    def test_peek_then_workers_is_exactly_once(self):
+        """A sample peeked at in the training process (next(iter(ds)),
+        MosaicML's first epoch) and then epochs of 2 and 4 workers on the
+        same dataset: each epoch delivers every sample once, as MosaicML's
+        shared next_epoch does. The agent counted each worker's epochs
+        apart, so worker 0 ran one epoch ahead of worker 1: a quarter of
+        each epoch came twice and another quarter never."""
+        for feed in ("threads", "workers"):
+            with self.subTest(feed=feed):
+                os.environ["SLUICE_FEED"] = feed
+                try:
+                    ds = self.dataset("peek-" + feed)
+                    it = iter(ds)
+                    next(it)
+                    it.close()
+                    for workers in (2, 2, 4):
+                        loader = sluice.StreamingDataLoader(ds, batch_size=32, num_workers=workers)
+                        flat = [i for b in loader for i in ids_of(b)]
+                        self.assertEqual(sorted(flat), list(range(self.N)), "%d workers" % workers)
+                        del loader
+                finally:
+                    os.environ.pop("SLUICE_FEED", None)
+
     def test_error_reaches_the_loop(self):
         def bad(samples):
             raise RuntimeError("collate failed")
