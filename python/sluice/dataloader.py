@@ -131,13 +131,26 @@ class StreamingDataLoader(_DataLoader):
                 self.num_samples_yielded += n
                 yield batch
             return
-        for batch in super().__iter__():
-            if type(batch) is _Counted:
-                self.num_samples_yielded += batch.n
-                batch = batch.batch
-            else:
-                self.num_samples_yielded += self._get_batch_size(batch)
-            yield batch
+        it = super().__iter__()
+        try:
+            for batch in it:
+                if type(batch) is _Counted:
+                    self.num_samples_yielded += batch.n
+                    batch = batch.batch
+                else:
+                    self.num_samples_yielded += self._get_batch_size(batch)
+                yield batch
+        except BaseException:
+            # A worker's exception (or a KeyboardInterrupt), re-raised here, keeps the iterator in
+            # a reference cycle (torch's reraise frame holds it): its
+            # worker processes would live on until the garbage collector
+            # ran, possibly in a later DataLoader's forked worker, which
+            # then fails asserting in torch's __del__. Stop them now.
+            if not self.persistent_workers and hasattr(it, "_shutdown_workers"):
+                it._shutdown_workers()
+            raise
+        finally:
+            del it
 
     def _note_first_batch(self, timer):
         """Hands the iteration's time to first batch to the dataset, whose

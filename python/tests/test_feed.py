@@ -154,6 +154,36 @@ class FeedTest(helpers.AgentCase):
                 finally:
                     os.environ.pop("SLUICE_FEED", None)
 
+    def test_worker_error_stops_the_workers(self):
+        """An exception in a DataLoader worker process reaches the loop and
+        the workers are gone when it does: they lived on in a reference
+        cycle until the garbage collector ran (possibly inside a later
+        loader's forked worker, which then printed torch's "can only test
+        a child process" assertion)."""
+        import multiprocessing
+
+        def bad(samples):
+            raise RuntimeError("collate failed")
+
+        os.environ["SLUICE_FEED"] = "workers"
+        gc.collect()
+        gc.disable()
+        try:
+            loader = sluice.StreamingDataLoader(self.dataset("x"), batch_size=32, num_workers=2, collate_fn=bad)
+            # A plain except, as a training loop has (assertRaises clears
+            # the traceback's frames, which breaks the cycle by itself).
+            caught = None
+            try:
+                for _ in loader:
+                    pass
+            except RuntimeError as e:
+                caught = str(e)
+            self.assertIn("collate failed", caught or "")
+            self.assertEqual(multiprocessing.active_children(), [])
+        finally:
+            gc.enable()
+            os.environ.pop("SLUICE_FEED", None)
+
     def test_error_reaches_the_loop(self):
         def bad(samples):
             raise RuntimeError("collate failed")
