@@ -32,7 +32,8 @@
 //     moves linearly, on integers and without storing the draws (package
 //     shuffle's py1e resume counts positions with it).
 //
-// On amd64 CPUs with AVX-512 IFMA (golang.org/x/sys/cpu), SkipShuffle and
+// On amd64 CPUs with AVX-512 IFMA, CD and VPOPCNTDQ (golang.org/x/sys/cpu;
+// every IFMA CPU but Cannon Lake has the other two), SkipShuffle and
 // CountLine run their bulk on 16 vector lanes of the LCG (vec_amd64.s),
 // with exactly the scalar code's results (vec_amd64_test.go compares
 // them); GODEBUG=cpu.avx512ifma=off selects the scalar code. A skip
