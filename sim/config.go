@@ -14,11 +14,6 @@ import (
 // it with errors.Is.
 var ErrInvalid = errors.New("sim: invalid configuration")
 
-// MaxOrderedShards is the most shards a run with Config.OrderAdmissions
-// (workers taking turns under a cache limit) may have: that model scans
-// every shard at each eviction.
-const MaxOrderedShards = 256
-
 // Shard is one shard as the simulator sees it.
 type Shard struct {
 	// Samples is the shard's sample count.
@@ -202,13 +197,6 @@ func (c *Config) validate() error {
 	}
 	if c.Store.Latency < 0 || c.Store.BandwidthPerNode < 0 || c.Store.BandwidthTotal < 0 {
 		return fmt.Errorf("%w: latency and bandwidths must not be negative", ErrInvalid)
-	}
-	if takesTurns(c) && len(c.Dataset.Shards) > MaxOrderedShards {
-		// The turns' model finds the cache's eviction candidates by a
-		// full scan of the shards at every eviction: past a few hundred
-		// shards a run takes minutes, not seconds.
-		return fmt.Errorf("%w: workers taking turns (OrderAdmissions) under a cache limit are modelled for at most %d shards, not %d",
-			ErrInvalid, MaxOrderedShards, len(c.Dataset.Shards))
 	}
 	for _, n := range c.Nodes {
 		if n < 0 || n >= c.Shape.Nodes {

@@ -108,14 +108,14 @@ func (nd *node) readUntil(until float64, step int) float64 {
 		nd.readByHeap(until, step)
 		return nd.stepReady(step)
 	}
+	// Each rank's earliest turn, kept as chains read: a read changes only
+	// the next turns of its own consumer's chains (turnMinsRank).
+	nd.turnMins()
 	for {
 		var best *chain
 		var bestT float64
 		bestTurn := false
 		pending := step < 0 // with step ≥ 0: an unfinished chain of step
-		if ordered {
-			nd.turnMins()
-		}
 		for i := range nd.chains {
 			c := &nd.chains[i]
 			if c.done {
@@ -143,6 +143,7 @@ func (nd *node) readUntil(until float64, step int) float64 {
 			nd.turnT[best.origin/nd.perRank] = bestT
 		}
 		nd.read(best)
+		nd.turnMinsRank(best.origin / nd.perRank)
 	}
 	return nd.stepReady(step)
 }
@@ -186,14 +187,18 @@ func (nd *node) read(c *chain) {
 	cs := &nd.cons[c.origin]
 	newShard := cs.cur != sh
 	if newShard {
+		if nd.ordered() {
+			// The window moves to the new run first: the shard let go,
+			// still leased here, gets its key once, as it is offered.
+			i := (c.step - cs.first) / cs.stride
+			nd.slide(c.origin, int64(cs.locals[i])+max(run.Start, c.from)-c.from)
+		}
 		// The iterator lets go of its last shard and leases this one.
 		nd.dropCur(c.origin)
 		nd.leased[sh]++
 		nd.vic.remove(sh)
 		cs.cur = sh
 		if nd.ordered() {
-			i := (c.step - cs.first) / cs.stride
-			cs.runPos = int64(cs.locals[i]) + max(run.Start, c.from) - c.from
 			// The cache's clock ticks at a lease, once per shard change.
 			nd.clock++
 			nd.lastUse[sh] = nd.clock
@@ -306,6 +311,8 @@ type chain struct {
 		m  int32
 	}
 	nb int
+	// turn caches nextTurn's answer for the inputs it was computed from.
+	turn turnMemo
 }
 
 // waitFor returns when chain c has shard sh there: its completion, or if

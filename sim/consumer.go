@@ -119,9 +119,12 @@ func (nd *node) newConsumers() {
 }
 
 // segment returns the part holding local position p (len(locals) if none).
-func (cs *consumer) segment(p int64) int {
+func (cs *consumer) segment(p int64) int { return cs.segmentHint(p, &cs.hint) }
+
+// segmentHint is segment starting its search from *hint, which it sets.
+func (cs *consumer) segmentHint(p int64, hint *int) int {
 	l := cs.locals
-	i := cs.hint
+	i := *hint
 	in := func(k int) bool {
 		return k < len(l) && int64(l[k]) <= p && (k+1 == len(l) || p < int64(l[k+1]))
 	}
@@ -135,7 +138,7 @@ func (cs *consumer) segment(p int64) int {
 			}
 		}
 	}
-	cs.hint = i
+	*hint = i
 	return i
 }
 
@@ -151,7 +154,13 @@ func (cs *consumer) nodePos(p int64) int64 {
 
 // ShardAt implements prefetch.Plan over the consumer's order.
 func (cs *consumer) ShardAt(p int64) (int, int64, bool) {
-	i := cs.segment(p)
+	return cs.shardAtHint(p, &cs.hint, &cs.runHint)
+}
+
+// shardAtHint is ShardAt with its own search hints (a scan elsewhere in
+// the order than the walk's keeps its own).
+func (cs *consumer) shardAtHint(p int64, hint, runHint *int) (int, int64, bool) {
+	i := cs.segmentHint(p, hint)
 	if p >= cs.n || i >= len(cs.locals) {
 		return 0, p + 1, false
 	}
@@ -159,7 +168,7 @@ func (cs *consumer) ShardAt(p int64) (int, int64, bool) {
 	np := from + p - int64(cs.locals[i])
 	runs := cs.nd.runs
 	in := func(k int) bool { return k < len(runs) && runs[k].Start <= np && np < runs[k].Start+runs[k].Len }
-	k := cs.runHint
+	k := *runHint
 	if !in(k) {
 		if in(k + 1) {
 			k++
@@ -167,7 +176,7 @@ func (cs *consumer) ShardAt(p int64) (int, int64, bool) {
 			k = sort.Search(len(runs), func(k int) bool { return runs[k].Start+runs[k].Len > np })
 		}
 	}
-	cs.runHint = k
+	*runHint = k
 	if k >= len(runs) {
 		return 0, p + 1, false
 	}

@@ -1,10 +1,6 @@
 package sim
 
 import (
-	"container/heap"
-	"math"
-	"sort"
-
 	"github.com/sluicedata/sluice/cache"
 	"github.com/sluicedata/sluice/plan"
 	"github.com/sluicedata/sluice/stream/prefetch"
@@ -94,9 +90,13 @@ type node struct {
 	// shard change of its begun chains and when its last turn was taken.
 	minTurn []int64
 	turnT   []float64
-	turns   bool        // the workers take turns (takesTurns)
-	dist    []int64     // orderedVictims' distances, per shard
-	lv      listVictims // orderedVictims' list
+	turns   bool     // the workers take turns (takesTurns)
+	win     []window // per consumer, where the workers take turns (window.go)
+	wl      [][]wref // per shard, its runs inside the consumers' windows
+	rpos    []int64  // per consumer, its runPos (for turnKey)
+	// turnHz is one consumer's look-ahead in samples, as
+	// stream.Iterator's horizon (twice the predownload, at least 1024).
+	turnHz int64
 
 	// figures
 	bytes, requests, downloads, evictions int64
@@ -109,37 +109,6 @@ type node struct {
 	taken      []float64
 	epochStart float64
 	rep        NodeReport
-}
-
-// pend is a fetch started at t by consumer origin, not yet placed on the
-// link.
-type pend struct {
-	shard  int
-	t      float64
-	origin int32
-}
-
-type event struct {
-	at    float64
-	shard int
-}
-
-type eventHeap []event
-
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
-	}
-	return h[i].shard < h[j].shard
-}
-func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }
 
 func newNode(c *Config, id int) *node {
@@ -156,6 +125,10 @@ func newNode(c *Config, id int) *node {
 		cur:        make([]leases, c.Shape.WorkersPerRank+2),
 	}
 	nd.turns = takesTurns(c)
+	if nd.turns {
+		nd.wl = make([][]wref, n)
+		nd.turnHz = int64(max(2*c.predownload(), 1024))
+	}
 	nd.horizon = int64(max(2*c.predownload(), 1024)) * int64(c.consumers())
 	nd.budget = prefetchBudget(c, c.consumers())
 	// The index is fetched first and stays in the cache.
@@ -168,18 +141,6 @@ func newNode(c *Config, id int) *node {
 		nd.linkFree = nd.transferEnd(nd.linkFree, 0)
 	}
 	return nd
-}
-
-// transferEnd returns when a request of b bytes sent at t completes, and
-// occupies the link until then.
-func (nd *node) transferEnd(t float64, b int64) float64 {
-	start := math.Max(t+nd.lat, nd.linkFree)
-	end := start
-	if nd.bw > 0 {
-		end += float64(b) / nd.bw
-	}
-	nd.linkFree = end
-	return end
 }
 
 // prefetchBudget is stream's per-consumer budget (prefetch.Budget): the
@@ -211,6 +172,9 @@ func (nd *node) beginEpoch(sc *plan.Schedule) {
 	nd.wake = nd.wake[:0]
 	clear(nd.turnT)
 	nd.newConsumers()
+	if nd.turns {
+		nd.resetWindows()
+	}
 	for i := range nd.workerFree {
 		nd.workerFree[i] = 0
 	}
@@ -223,8 +187,6 @@ func (nd *node) beginEpoch(sc *plan.Schedule) {
 	}
 }
 
-// nextSame returns, per run, the index of the next run of the same shard
-// (-1: none), in buf when it is large enough.
 // nextSame returns, per run, the index of the next run of the same shard
 // (-1: none), in buf when it is large enough, and fills first with each
 // shard's first run (-1: none).
@@ -243,295 +205,6 @@ func nextSame(runs []plan.ShardRun, first []int32, buf []int32) []int32 {
 		first[sh] = int32(i)
 	}
 	return out
-}
-
-// candidate returns a candidate shard's key for the policy: planned when a
-// consumer uses it within its look-ahead horizon (what stream.Iterator
-// reports to the cache as a Future), its Dist the absolute next use (see
-// victims).
-func (nd *node) candidate(shard int) cache.Candidate {
-	u := nd.use[shard]
-	return cache.NewCandidate(u >= 0 && u-nd.pos <= nd.horizon, u, nd.lastUse[shard])
-}
-
-// offer makes an unleased present shard a candidate.
-func (nd *node) offer(shard int) {
-	if !nd.tracking {
-		return
-	}
-	if nd.state[shard] != present || !cache.Evictable(nd.leased[shard] > 0, false, false) {
-		return
-	}
-	nd.use[shard] = nd.nextUse(shard, nd.pos)
-	nd.vic.set(shard, nd.candidate(shard))
-}
-
-// nextUse is the plan's next use of shard at or after pos (the
-// consumers' position, which only grows in an epoch), passing over the
-// runs a consumer has read already (-1: none): the start of the first run
-// of the shard not read that ends after pos, or pos inside it. Each
-// shard's cursor (runAt) moves along its runs (nextSame) as pos grows.
-func (nd *node) nextUse(shard int, pos int64) int64 {
-	runs := nd.runs
-	k := nd.runAt[shard]
-	for k >= 0 && runs[k].Start+runs[k].Len <= pos {
-		k = nd.nextSame[k]
-	}
-	nd.runAt[shard] = k
-	return nd.unread(int(k), pos)
-}
-
-// unread returns the start (at least pos) of run k or, if read, of the
-// next run of its shard not read (-1: none).
-func (nd *node) unread(k int, pos int64) int64 {
-	for k >= 0 && k < len(nd.runs) && nd.consumed[k] {
-		k = int(nd.nextSame[k])
-	}
-	if k < 0 || k >= len(nd.runs) {
-		return -1
-	}
-	return max(nd.runs[k].Start, pos)
-}
-
-// moved updates the candidates' keys after the consumers moved to pos:
-// the next use of shards whose use is now behind, and the class of shards
-// that came into the horizon.
-func (nd *node) moved() {
-	if !nd.tracking {
-		return
-	}
-	runs, pos := nd.runs, nd.pos
-	for ; nd.useRun < len(runs) && runs[nd.useRun].Start < pos; nd.useRun++ {
-		r := runs[nd.useRun]
-		if !nd.vic.has(r.Shard) || nd.use[r.Shard] >= pos {
-			if r.Start+r.Len > pos {
-				break
-			}
-			continue
-		}
-		if r.Start+r.Len > pos {
-			// Still in use: its next use moves with pos.
-			nd.use[r.Shard] = nd.unread(nd.useRun, pos)
-			nd.vic.set(r.Shard, nd.candidate(r.Shard))
-			break
-		}
-		// Passed: the next use is the start of the shard's next run not
-		// read (the first use at or after pos: no run of it lies between).
-		u := nd.unread(int(nd.nextSame[nd.useRun]), pos)
-		if u >= 0 && u < pos {
-			u = nd.nextUse(r.Shard, pos)
-		}
-		nd.use[r.Shard] = u
-		nd.vic.set(r.Shard, nd.candidate(r.Shard))
-	}
-	for ; nd.hzRun < len(runs) && runs[nd.hzRun].Start-pos <= nd.horizon; nd.hzRun++ {
-		if sh := runs[nd.hzRun].Shard; nd.vic.has(sh) && nd.vic.key[sh].Class != cache.Planned && nd.use[sh] >= 0 {
-			nd.vic.set(sh, nd.candidate(sh))
-		}
-	}
-}
-
-// advance processes the downloads that complete up to t.
-func (nd *node) advance(t float64) {
-	for nd.flush(); len(nd.events) > 0 && nd.events[0].at <= t; nd.flush() {
-		ev := heap.Pop(&nd.events).(event)
-		nd.complete(ev.shard)
-		nd.pumpWoken(ev.at)
-	}
-	nd.pumpWoken(t)
-}
-
-// pumpWoken pumps the consumers a completion concerned (a freed fetch
-// slot, the first sample out) at t.
-func (nd *node) pumpWoken(t float64) {
-	if nd.ordered() {
-		// Taking turns, the walks run in the turns alone.
-		nd.wake = nd.wake[:0]
-		return
-	}
-	for len(nd.wake) > 0 {
-		ci := nd.wake[len(nd.wake)-1]
-		nd.wake = nd.wake[:len(nd.wake)-1]
-		nd.pump(int(ci), t)
-	}
-}
-
-func (nd *node) complete(shard int) {
-	sh := &nd.c.Dataset.Shards[shard]
-	nd.state[shard] = present
-	nd.usage += sh.CachedBytes - sh.Footprint
-	for _, o := range nd.owners[shard] {
-		nd.cons[o].prefetching--
-		nd.wake = append(nd.wake, o)
-	}
-	nd.owners[shard] = nd.owners[shard][:0]
-	nd.demand[shard] = false
-	// A consumer whose first sample's shard this is has its first sample
-	// out (a DataLoader worker reads its first batch at once).
-	if nd.waitOut > 0 {
-		for i := range nd.cons {
-			if cs := &nd.cons[i]; !cs.out && cs.firstShard == shard {
-				cs.out = true
-				nd.waitOut--
-				nd.wake = append(nd.wake, int32(i))
-			}
-		}
-	}
-	nd.gen++
-	nd.offer(shard)
-}
-
-// fetch starts a download of shard at t for consumer origin. Its
-// completion time is set by flush.
-func (nd *node) fetch(shard int, t float64, demand bool, origin int) {
-	sh := &nd.c.Dataset.Shards[shard]
-	nd.state[shard] = inFlight
-	nd.demand[shard] = demand
-	nd.usage += sh.Footprint
-	nd.peak = max(nd.peak, nd.usage)
-	nd.arr[shard] = arrival{done: math.Inf(1)}
-	nd.bytes += sh.StoredBytes
-	nd.requests += int64(sh.Files)
-	nd.downloads += int64(sh.Files)
-	nd.pending = append(nd.pending, pend{shard: shard, t: t, origin: int32(origin)})
-}
-
-// flush puts the pending fetches on the link, in the order they were
-// started. The fetches one consumer starts at one instant (its
-// prefetcher's burst, its reader's demand fetch beside it) reach the store
-// in an order that is a race in the real system (goroutines, connections,
-// the store's own time to first byte): each of them completes at the mean
-// of the burst's FIFO completions, its expected completion under a random
-// order, and a reader that needs several of them waits for the expected
-// last (waitFor). The bursts of different consumers at one instant (every
-// worker's first shard at the start) go in the consumers' order: one race
-// for them all made the seed scale's simultaneous bursts of 64 workers
-// complete together, 25% more CPU. The link is busy until the last one as
-// before.
-func (nd *node) flush() {
-	p := nd.pending
-	for i := 0; i < len(p); {
-		j, sum, first := i, 0.0, 0.0
-		var e float64
-		for ; j < len(p) && p[j].t == p[i].t && p[j].origin == p[i].origin; j++ {
-			e = nd.transferEnd(p[j].t, nd.c.Dataset.Shards[p[j].shard].StoredBytes)
-			if j == i {
-				first = e
-			}
-			sum += e
-		}
-		a := arrival{done: sum / float64(j-i), first: first, last: e, id: nd.bursts, k: int32(j - i)}
-		nd.bursts++
-		for k := i; k < j; k++ {
-			nd.arr[p[k].shard] = a
-			heap.Push(&nd.events, event{at: a.done, shard: p[k].shard})
-		}
-		i = j
-	}
-	nd.pending = p[:0]
-}
-
-// arrival is when a shard's fetch completes (done: the mean of its burst's
-// FIFO completions), and its burst: the k fetches started at one instant,
-// numbered id, whose completions run from first to last.
-type arrival struct {
-	done, first, last float64
-	id                int64
-	k                 int32
-}
-
-// wait is when a reader that needs m of the fetches of burst a has them
-// all, expected over the burst's random order: the last of m positions
-// drawn from k is on average at m(k+1)/(m+1), its completion read off the
-// burst's, taken evenly spaced from first to last (shards of one size; m
-// = 1 gives their mean, done).
-func (a *arrival) wait(m int) float64 {
-	k := int(a.k)
-	if m >= k {
-		return a.last
-	}
-	if m <= 1 {
-		return a.done
-	}
-	p := float64(m)*float64(k+1)/float64(m+1) - 1 // 0-based
-	return a.first + p*(a.last-a.first)/float64(k-1)
-}
-
-// reserve makes room for n bytes as cache.Cache.reserve does, by the
-// cache's policy: it evicts candidates in cache.CompareCandidates order
-// while cache.MayEvict allows (a prefetch distance samples ahead evicts
-// only shards needed later), and a prefetch needed no sooner than one just
-// refused, with nothing changed since, is refused without a scan. It
-// reports whether the bytes fit.
-func (nd *node) reserve(n, distance int64, demand bool) bool {
-	if nd.limit == 0 || nd.usage+n <= nd.limit {
-		return true
-	}
-	if !demand && nd.refusals.Refused(nd.gen, distance) {
-		return false
-	}
-	if nd.ordered() {
-		// The workers take turns: the real cache's candidates exactly.
-		cache.Evict(nd.orderedVictims(), nd.usage+n-nd.limit, distance, demand)
-	} else {
-		if !nd.tracking {
-			nd.track()
-		}
-		cache.Evict(nodeVictims{nd}, nd.usage+n-nd.limit, distance, demand)
-	}
-	if nd.usage+n > nd.limit {
-		if !demand {
-			nd.refusals.Note(nd.gen, distance)
-		}
-		return false
-	}
-	return true
-}
-
-// nodeVictims is cache.Victims over the node's candidates; a planned
-// candidate's distance is made relative to the consumers' position again.
-type nodeVictims struct{ nd *node }
-
-func (v nodeVictims) First() (cache.Candidate, bool) {
-	s, ok := v.nd.vic.first()
-	if !ok {
-		return cache.Candidate{}, false
-	}
-	k := v.nd.vic.key[s]
-	if k.Class == cache.Planned {
-		k.Dist -= v.nd.pos
-	}
-	return k, true
-}
-
-func (v nodeVictims) Evict() int64 {
-	nd := v.nd
-	s, _ := nd.vic.first()
-	if nd.c.onEvict != nil {
-		nd.c.onEvict(nd, s)
-	}
-	b := nd.c.Dataset.Shards[s].CachedBytes
-	nd.evict(s)
-	return b
-}
-
-// track begins the upkeep of the candidates: every unleased present shard
-// with its next use from pos, and the cursors of moved.
-func (nd *node) track() {
-	nd.tracking = true
-	for sh := range nd.state {
-		nd.offer(sh)
-	}
-	runs, pos := nd.runs, nd.pos
-	nd.useRun = sort.Search(len(runs), func(k int) bool { return runs[k].Start+runs[k].Len > pos })
-	nd.hzRun = sort.Search(len(runs), func(k int) bool { return runs[k].Start-pos > nd.horizon })
-}
-
-func (nd *node) evict(shard int) {
-	nd.usage -= nd.c.Dataset.Shards[shard].CachedBytes
-	nd.state[shard] = absent
-	nd.vic.remove(shard)
-	nd.evictions++
 }
 
 // progress moves the node to step s, beginning at node position pos, at
@@ -553,22 +226,6 @@ func (nd *node) progress(s int, pos int64, t float64) {
 		cs.walk.Sync(cs.pos)
 		nd.pump(i, t)
 	}
-}
-
-// demandFetch fetches an absent shard the consumer needs now, waiting
-// for in-flight downloads to make room when the cache is full (as a
-// demand reservation waits for space).
-func (nd *node) demandFetch(sh int, t float64, origin int) {
-	n := nd.c.Dataset.Shards[sh].Footprint
-	for nd.flush(); !nd.reserve(n, 0, true) && len(nd.events) > 0; nd.flush() {
-		ev := heap.Pop(&nd.events).(event)
-		nd.complete(ev.shard)
-		t = math.Max(t, ev.at)
-	}
-	if nd.limit > 0 && nd.usage+n > nd.limit {
-		nd.overLimit++
-	}
-	nd.fetch(sh, t, true, origin)
 }
 
 // release gives back the leases of step (every one with step < 0): the

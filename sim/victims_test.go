@@ -128,3 +128,107 @@ func TestVictimsMatchFullScan(t *testing.T) {
 		})
 	}
 }
+
+// refTurnVictim is the victim where the workers take turns by a full scan
+// of the cache, every distance computed afresh as the real cache does:
+// each consumer's runs within its look-ahead from the start of the run it
+// reads (stream.Iterator.NextUses), the nearest over the node's consumers;
+// the candidates (present, unleased) sorted by cache.CompareCandidates,
+// stably in shard order. (The model's earlier orderedVictims, per eviction.)
+func refTurnVictim(nd *node) (int, cache.Candidate) {
+	dist := make([]int64, len(nd.state))
+	for i := range dist {
+		dist[i] = -1
+	}
+	horizon := int64(max(2*nd.c.predownload(), 1024))
+	for i := range nd.cons {
+		cs := &nd.cons[i]
+		end := min(cs.runPos+horizon, cs.n)
+		var hint, runHint int
+		for p := cs.runPos; p < end; {
+			sh, e, ok := cs.shardAtHint(p, &hint, &runHint)
+			if ok {
+				if d := p - cs.runPos; dist[sh] < 0 || d < dist[sh] {
+					dist[sh] = d
+				}
+			}
+			p = max(e, p+1)
+		}
+	}
+	best, bestKey := -1, cache.Candidate{}
+	for sh, st := range nd.state {
+		if st != present || nd.leased[sh] > 0 {
+			continue
+		}
+		k := cache.NewCandidate(dist[sh] >= 0, dist[sh], nd.lastUse[sh])
+		if best < 0 || cache.CompareCandidates(k, bestKey) < 0 {
+			best, bestKey = sh, k
+		}
+	}
+	return best, bestKey
+}
+
+// Where the workers take turns, the candidates kept as the windows slide
+// (window.go) give at every eviction the victim a full scan by the real
+// cache's distances gives, and every candidate's key in the heap is of its
+// class and no nearer than its distance afresh (an upper bound).
+func TestTurnVictimsMatchFullScan(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		algo  string
+		shape plan.Shape
+		limit int64
+		pre   int
+	}{
+		{"py1s-1x1x2", plan.AlgoPy1s, plan.Shape{Nodes: 1, RanksPerNode: 1, WorkersPerRank: 2}, 8_000, 8},
+		{"py1e-2x2x3", plan.AlgoPy1e, plan.Shape{Nodes: 2, RanksPerNode: 2, WorkersPerRank: 3}, 40_000, 8},
+		{"py1e-1x2x4-roomy", plan.AlgoPy1e, plan.Shape{Nodes: 1, RanksPerNode: 2, WorkersPerRank: 4}, 200_000, 600},
+		{"py1b-1x1x4", plan.AlgoPy1b, plan.Shape{Nodes: 1, RanksPerNode: 1, WorkersPerRank: 4}, 30_000, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// More samples per consumer than its look-ahead (1024, or
+			// twice the predownload): runs come into the windows as the
+			// consumers move.
+			sizes := make([]int64, 600)
+			for i := range sizes {
+				sizes[i] = int64(7 + i%5)
+			}
+			seed := int64(3)
+			var evictions, stale int
+			c := &Config{
+				Dataset:         UniformDataset(sizes, 100, 500),
+				Plan:            plan.Options{BatchSize: 4, Shuffle: true, ShuffleAlgo: tc.algo, ShuffleSeed: &seed, ShuffleBlockSize: 4096},
+				Shape:           tc.shape,
+				Epochs:          2,
+				Predownload:     tc.pre,
+				CacheLimit:      tc.limit,
+				Store:           Store{Latency: 5 * time.Millisecond, BandwidthPerNode: 1e5},
+				StepTime:        Fixed(20 * time.Millisecond),
+				OrderAdmissions: true,
+			}
+			c.onEvict = func(nd *node, victim int) {
+				evictions++
+				want, wk := refTurnVictim(nd)
+				if k := nd.turnKey(victim); victim != want || k != wk {
+					t.Errorf("node %d: evicts shard %d (%+v), a full scan %d (%+v)", nd.id, victim, k, want, wk)
+				}
+				for _, sh := range nd.vic.all() {
+					k, f := nd.vic.key[sh], nd.turnKey(int(sh))
+					if k.Class != f.Class || k.LastUse != f.LastUse || k.Dist < f.Dist {
+						stale++
+					}
+				}
+			}
+			if _, err := Run(context.Background(), c); err != nil {
+				t.Fatal(err)
+			}
+			if stale > 0 {
+				t.Errorf("%d candidate keys below their distance afresh at evictions", stale)
+			}
+			if evictions < 20 {
+				t.Fatalf("only %d evictions: the case does not exercise eviction", evictions)
+			}
+			t.Logf("%d evictions checked", evictions)
+		})
+	}
+}
