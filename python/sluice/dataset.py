@@ -212,7 +212,17 @@ class StreamingDataset(_Base):
         st["_handle"] = None
         st["_held"] = None
         st["_pending"] = None
+        if not (self._info or {}).get("_wds"):
+            # MDS record decoders are closures, which pickle cannot send to
+            # a DataLoader worker started by spawn or forkserver: they are
+            # rebuilt from the schemas there (__setstate__).
+            st["_decoders"] = None
         return st
+
+    def __setstate__(self, st):
+        self.__dict__.update(st)
+        if self._decoders is None and self._info is not None:
+            self._decoders = [_decode.record_decoder(s, self.allow_unsafe_types) for s in self._info["schemas"]]
 
     def _connection(self, world):
         c = self._conn

@@ -184,6 +184,21 @@ class FeedTest(helpers.AgentCase):
             gc.enable()
             os.environ.pop("SLUICE_FEED", None)
 
+    def test_spawned_workers(self):
+        """DataLoader workers started by spawn or forkserver (common with
+        CUDA) get the dataset pickled: the same batches as forked workers.
+        Its record decoders are closures, which failed to pickle ("Can't
+        pickle local object 'mds_decoder.<locals>.decode'")."""
+        want, _ = loader_batches(self.dataset("fork"), 32, 2, feed=False)
+        os.environ["SLUICE_FEED"] = "auto"
+        try:
+            loader = sluice.StreamingDataLoader(self.dataset("spawn"), batch_size=32, num_workers=2,
+                                                multiprocessing_context="spawn")
+            got = [ids_of(b) for b in loader]
+        finally:
+            os.environ.pop("SLUICE_FEED", None)
+        self.assertEqual(got, want)
+
     def test_error_reaches_the_loop(self):
         def bad(samples):
             raise RuntimeError("collate failed")
