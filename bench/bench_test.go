@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -128,6 +129,22 @@ func TestRunAndPlot(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(svg[0]); !strings.Contains(string(b), "<svg") {
 		t.Errorf("%s is not SVG", svg[0])
+	}
+	// Run again into the same directory without GPU readings: the first
+	// run's gpu.csv and GPU chart must not pass for this run's.
+	c.NoGPU, c.Baseline = true, false
+	if _, err := Run(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(out, GPUFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("gpu.csv of the first run is still there (%v)", err)
+	}
+	files, err = Plot(out, "png")
+	if err != nil || len(files) != 3 {
+		t.Fatalf("charts after a run without GPU: %v %v", files, err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "gpu_utilization.png")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the first run's GPU chart is still there (%v)", err)
 	}
 }
 

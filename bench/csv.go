@@ -60,7 +60,13 @@ func writeCSVs(dir string, r *Result) ([]string, error) {
 	if err := write(StepsFile, stepsHeader, rows); err != nil {
 		return nil, err
 	}
-	if len(r.GPU) > 0 {
+	if len(r.GPU) == 0 {
+		// An earlier run's readings in the same directory would be
+		// plotted as this run's.
+		if err := os.Remove(filepath.Join(dir, GPUFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+	} else {
 		rows = rows[:0]
 		for _, g := range r.GPU {
 			rows = append(rows, []string{f64(g.At.Seconds()), strconv.Itoa(g.GPU), f64(g.Util), f64(g.MemMiB)})

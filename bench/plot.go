@@ -156,7 +156,13 @@ func Plot(dir, format string) ([]string, error) {
 	}
 
 	// GPU utilization over time.
-	if len(gpus) > 0 {
+	if len(gpus) == 0 {
+		// Not an earlier run's chart beside this run's.
+		stale := filepath.Join(dir, "gpu_utilization."+format)
+		if err := os.Remove(stale); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+	} else {
 		per := map[int]plotter.XYs{}
 		for i, r := range gpus {
 			t, err := parseF(gpuPath, i, r[0])
