@@ -11,7 +11,10 @@ the Python client in one process without a DataLoader (best of --repeat
 epochs, as for the DataLoaders), and a torch
 DataLoader with 0 and 2 workers (batch_size=64, persistent workers,
 default prefetch_factor, no pin_memory). Prints a table with the machine's
-load average and, with --json, the figures as JSON.
+load average and, with --json, the figures as JSON. Every figure is
+guarded: the Go API's sample count, and the Python paths' samples counted
+and the sum of their ids, must be the epoch's (printed beside the table),
+or the script stops.
 """
 
 import argparse
@@ -25,6 +28,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+import _build  # noqa: E402 (python/bench, the script's directory)
 import helpers  # noqa: E402
 import mdswrite  # noqa: E402
 import sluice  # noqa: E402
@@ -61,19 +65,29 @@ def go_api(remote, local, decode):
         return None, wall
     for k in ("samples_per_s", "samples_per_second"):
         if k in doc:
-            return float(doc[k]), wall
-    return None, wall
+            return float(doc[k]), doc.get("samples")
+    return None, doc.get("samples")
+
+
+def guard(what, n, want_n, ids=None, want_ids=None):
+    """Stops the script when a path did not deliver the epoch."""
+    if n != want_n or ids != want_ids:
+        raise SystemExit("guard failed: %s delivered %r samples (want %d), id sum %r (want %r)"
+                         % (what, n, want_n, ids, want_ids))
 
 
 def python_direct(ds, repeat=1):
-    best = 0.0
+    """(best samples/s, (samples, id sum) of every epoch)."""
+    best, seen = 0.0, set()
     for _ in range(repeat):
         t0 = time.perf_counter()
-        n = 0
-        for _ in ds:
+        n = s = 0
+        for x in ds:
             n += 1
+            s += int(x["id"])
         best = max(best, n / (time.perf_counter() - t0))
-    return best, n
+        seen.add((n, s))
+    return best, seen
 
 
 def python_loader(ds, workers, repeat=1):
@@ -84,14 +98,16 @@ def python_loader(ds, workers, repeat=1):
     next(it)  # start-up (worker fork) is not throughput
     for _ in it:
         pass
-    best = 0.0
+    best, seen = 0.0, set()
     for _ in range(repeat):
         t0 = time.perf_counter()
-        n = 0
+        n = s = 0
         for b in loader:
             n += len(b["id"])
+            s += int(b["id"].sum())
         best = max(best, n / (time.perf_counter() - t0))
-    return best, n
+        seen.add((n, s))
+    return best, seen
 
 
 def main():
@@ -104,7 +120,9 @@ def main():
     args = ap.parse_args()
     load_before = os.getloadavg()
     work = args.work or tempfile.mkdtemp(prefix="sluice-bench-")
+    os.makedirs(work, exist_ok=True)
     os.environ.setdefault("SLUICE_AGENT_DIR", os.path.join(work, "agent"))
+    _build.sluice_binary(work)  # $SLUICE_BIN, else built from this checkout
     rows = []
     try:
         sets = (("200B", args.small, write_small, 200), ("100KB", args.large, write_large, 100 * 1024),
@@ -118,12 +136,16 @@ def main():
                 writer(remote, n)
             ds = sluice.StreamingDataset(remote=remote, local=local, batch_size=64, shuffle=True)
             python_direct(ds)  # warm the cache
-            res = {"dataset": name, "samples": n, "sample_bytes": size}
-            res["go_raw"], _ = go_api(remote, local, False)
-            res["go_decoded"], _ = go_api(remote, local, True)
-            res["python_1proc"], _ = python_direct(ds, args.repeat)
-            res["loader_0"], _ = python_loader(ds, 0, args.repeat)
-            res["loader_2"], _ = python_loader(ds, 2, args.repeat)
+            res = {"dataset": name, "samples": n, "sample_bytes": size, "id_sum": n * (n - 1) // 2}
+            for col, decode in (("go_raw", False), ("go_decoded", True)):
+                res[col], got = go_api(remote, local, decode)
+                guard(name + " " + col, got, n)
+            for col, fn in (("python_1proc", lambda: python_direct(ds, args.repeat)),
+                            ("loader_0", lambda: python_loader(ds, 0, args.repeat)),
+                            ("loader_2", lambda: python_loader(ds, 2, args.repeat))):
+                res[col], seen = fn()
+                for got_n, got_ids in seen:
+                    guard(name + " " + col, got_n, n, got_ids, res["id_sum"])
             rows.append(res)
     finally:
         helpers.stop_agent(os.environ["SLUICE_AGENT_DIR"])
@@ -146,6 +168,9 @@ def main():
         for c in cols:
             if r[c] is not None:
                 print("  %s %s: %.1f MB/s" % (r["dataset"], c, r[c] * r["sample_bytes"] / 1e6))
+    for r in rows:
+        print("guard %s: every path delivered %d samples (Python: id sum %d) in every epoch"
+              % (r["dataset"], r["samples"], r["id_sum"]))
 
 
 if __name__ == "__main__":

@@ -62,6 +62,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+import _build  # noqa: E402 (python/bench, the script's directory)
 import helpers  # noqa: E402
 import mdswrite  # noqa: E402
 import sluice  # noqa: E402
@@ -390,7 +391,7 @@ def main():
     work = args.work or tempfile.mkdtemp(prefix="sluice-feedbench-")
     os.makedirs(work, exist_ok=True)
     os.environ.setdefault("SLUICE_AGENT_DIR", os.path.join(work, "agent"))
-    helpers.binary()  # $SLUICE_BIN, else built from this checkout
+    _build.sluice_binary(work)  # $SLUICE_BIN, else built from this checkout
     print("load average %.2f, %d CPUs; MosaicML Streaming, LitData, WebDataset: not installable here"
           % (os.getloadavg()[0], cores))
     try:

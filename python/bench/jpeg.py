@@ -42,6 +42,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+import _build  # noqa: E402 (python/bench, the script's directory)
 
 
 def make_jpegs(n, w=500, h=375, quality=75, seed=0):
@@ -298,7 +299,7 @@ def main():
             import helpers  # noqa: F401  (binary, agent dir)
             import mdswrite
 
-            helpers.binary()
+            _build.sluice_binary(work)
             di = os.path.join(work, "mds")
             m = args.feed
             mdswrite.write(di, {"id": "int", "img": "bytes"}, ({"id": i, "img": jpegs[i % len(jpegs)]} for i in range(m)),
