@@ -15,7 +15,7 @@
 // Config.OrderAdmissions it plays stream's ordered admissions: a rank's
 // workers take their shard changes in turn, in the training loop's
 // order, and the eviction sees the real cache's candidates exactly
-// (turns.go). What it models,
+// (turns.go, window.go). What it models,
 // what it does not and its measured error against the real stream over
 // S3 are in docs/input-bound.md.
 package sim
