@@ -51,6 +51,13 @@ exits at once with status 0 and says so.`,
 			if o.dir == "" {
 				o.dir = agent.DefaultDir()
 			}
+			// Absolute: the detached agent runs in / (a relative --dir
+			// put its socket under / where no client looked).
+			abs, err := filepath.Abs(o.dir)
+			if err != nil {
+				return fmt.Errorf("agent: --dir %s: %w", o.dir, err)
+			}
+			o.dir = abs
 			if o.detach {
 				return runAgentDetached(cmd.Context(), e, o)
 			}

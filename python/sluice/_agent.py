@@ -121,7 +121,8 @@ class Connection:
     """One connection to the agent. Not shared between processes."""
 
     def __init__(self, directory=None, timeout=30.0, start=True, start_timeout=30.0):
-        self.directory = directory or agent_dir()
+        # Absolute, so that a chdir of this process does not lose it.
+        self.directory = os.path.abspath(directory or agent_dir())
         self.path = os.path.join(self.directory, "agent.sock")
         self.timeout = timeout
         self.pid = os.getpid()

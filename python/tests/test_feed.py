@@ -199,6 +199,30 @@ class FeedTest(helpers.AgentCase):
             os.environ.pop("SLUICE_FEED", None)
         self.assertEqual(got, want)
 
+    def test_relative_agent_dir(self):
+        """SLUICE_AGENT_DIR relative to the working directory (sluice bench
+        --out DIR passes DIR/agent): the agent the client starts serves it.
+        The detached agent ran in / and put its socket in /DIR, so the
+        client waited 30 s for a socket that never came and failed."""
+        cwd = os.path.join(self.tmp, "cwd")
+        os.makedirs(cwd, exist_ok=True)
+        env = dict(os.environ, SLUICE_AGENT_DIR="rel-agent")
+        code = textwrap.dedent("""
+            import sys
+            sys.path.insert(0, sys.argv[2])
+            import sluice
+            ds = sluice.StreamingDataset(local=sys.argv[1], batch_size=32)
+            print(sum(1 for _ in ds))
+        """)
+        try:
+            r = subprocess.run([sys.executable, "-c", code, self.data, os.path.dirname(sluice.__path__[0])], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+            self.assertEqual(r.stdout.strip(), str(self.N))
+            self.assertTrue(os.path.exists(os.path.join(cwd, "rel-agent", "agent.sock")))
+        finally:
+            helpers.stop_agent(os.path.join(cwd, "rel-agent"))
+
     def test_error_reaches_the_loop(self):
         def bad(samples):
             raise RuntimeError("collate failed")
