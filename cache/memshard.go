@@ -278,20 +278,19 @@ func (w blockWriter) WriteAt(b []byte, off int64) (int, error) {
 const fillChunk = 128 << 10
 
 // fillBlock reads r into b until r ends and returns the number of bytes
-// read. A reader with more bytes than b holds fails (its caller reads at
-// most one byte more than it wants, and the blocks have that byte).
+// read: len(b)+1 for a reader with more than b holds.
 func fillBlock(b []byte, r io.Reader) (int64, error) {
 	var got int
 	for {
 		if got == len(b) {
+			// Full: one byte more says the object is longer (the caller
+			// reports the count).
 			var one [1]byte
-			if m, err := r.Read(one[:]); m > 0 || err == nil {
-				return int64(got + m), fmt.Errorf("more than the %d bytes of the block", len(b))
-			} else if err == io.EOF {
-				return int64(got), nil
-			} else {
-				return int64(got), err
+			m, err := r.Read(one[:])
+			if m > 0 || err == nil || err == io.EOF {
+				return int64(got + m), nil
 			}
+			return int64(got), err
 		}
 		// A chunk at a time: the checksum that the store's reader
 		// computes over each read then finds its bytes still in the

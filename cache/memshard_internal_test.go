@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/storage/filestore"
 )
@@ -330,5 +331,41 @@ func TestMemShardBlockReused(t *testing.T) {
 	defer c.mu.Unlock()
 	if c.mem.used != used {
 		t.Fatalf("memory counted: %d after the reuse, %d before", c.mem.used, used)
+	}
+}
+
+// TestMemShardLongerObject: an object longer than the index says is
+// corrupt (not retried, nothing in place), in memory as through a file.
+func TestMemShardLongerObject(t *testing.T) {
+	ctx := context.Background()
+	data := memData()
+	c, d := memCache(t, t.TempDir(), 1<<20, memWith(t, data, "s.mds"), int64(len(data))-10)
+	_, err := d.Acquire(ctx, 0)
+	if !errors.Is(err, format.ErrCorrupt) {
+		t.Fatalf("Acquire of a longer object: %v, want format.ErrCorrupt", err)
+	}
+	if _, err := os.Stat(d.path("s.mds")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("shard in place after a size mismatch (stat: %v)", err)
+	}
+	if n := memUsed(c); n != 0 {
+		t.Fatalf("%d bytes of memory counted after the failure, want 0", n)
+	}
+	if got := c.Stats().Downloads; got != 0 {
+		t.Fatalf("%d downloads counted for a corrupt object", got)
+	}
+}
+
+// TestFillBlock: a reader that ends within the block fills it to there; one
+// with more than the block holds reports one byte more.
+func TestFillBlock(t *testing.T) {
+	b := make([]byte, 10)
+	if n, err := fillBlock(b, bytes.NewReader([]byte("abcdef"))); n != 6 || err != nil || string(b[:6]) != "abcdef" {
+		t.Fatalf("short reader: %d, %v, %q", n, err, b[:n])
+	}
+	if n, err := fillBlock(b, bytes.NewReader([]byte("0123456789"))); n != 10 || err != nil {
+		t.Fatalf("exact reader: %d, %v", n, err)
+	}
+	if n, err := fillBlock(b, bytes.NewReader([]byte("0123456789X"))); n != 11 || err != nil {
+		t.Fatalf("longer reader: %d, %v; want 11, nil", n, err)
 	}
 }
