@@ -16,7 +16,7 @@ import (
 // victims).
 func (nd *node) candidate(shard int) cache.Candidate {
 	if nd.turns {
-		return nd.turnBound(shard)
+		return nd.turnKey(shard)
 	}
 	u := nd.use[shard]
 	return cache.NewCandidate(u >= 0 && u-nd.pos <= nd.horizon, u, nd.lastUse[shard])

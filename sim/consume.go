@@ -91,7 +91,7 @@ func (nd *node) begin(s int, t float64) {
 			i++
 		}
 		nd.chains = append(nd.chains, chain{run: i, from: from, to: to, hi: hi, t: at, first: r == 0,
-			step: s, origin: r*nd.perRank + s%nd.perRank, done: from >= to, move: -1})
+			step: s, origin: r*nd.perRank + s%nd.perRank, rank: r, done: from >= to, move: -1})
 	}
 }
 
@@ -140,10 +140,10 @@ func (nd *node) readUntil(until float64, step int) float64 {
 		}
 		if bestTurn {
 			best.t = bestT
-			nd.turnT[best.origin/nd.perRank] = bestT
+			nd.turnT[best.rank] = bestT
 		}
 		nd.read(best)
-		nd.turnMinsRank(best.origin / nd.perRank)
+		nd.turnMinsRank(best.rank)
 	}
 	return nd.stepReady(step)
 }
@@ -297,6 +297,7 @@ type chain struct {
 	step     int
 	first    bool // the step's first part
 	origin   int  // the consumer reading it
+	rank     int  // the consumer's rank (origin / perRank)
 	done     bool
 	started  bool // read its first run
 	// move is the consumer's position to move its walk to at t, the start

@@ -70,8 +70,8 @@ func (nd *node) turnMins() {
 	}
 	for i := range nd.chains {
 		c := &nd.chains[i]
-		if k, _ := nd.nextTurn(c); k < nd.minTurn[c.origin/nd.perRank] {
-			nd.minTurn[c.origin/nd.perRank] = k
+		if k, _ := nd.nextTurn(c); k < nd.minTurn[c.rank] {
+			nd.minTurn[c.rank] = k
 		}
 	}
 }
@@ -81,7 +81,7 @@ func (nd *node) turnMins() {
 func (nd *node) turnMinsRank(r int) {
 	m := int64(noTurn)
 	for i := range nd.chains {
-		if c := &nd.chains[i]; c.origin/nd.perRank == r {
+		if c := &nd.chains[i]; c.rank == r {
 			if k, _ := nd.nextTurn(c); k < m {
 				m = k
 			}
@@ -98,7 +98,7 @@ func (nd *node) turnTime(c *chain) (t float64, turn, ok bool) {
 	if !now {
 		return c.t, false, true
 	}
-	r := c.origin / nd.perRank
+	r := c.rank
 	if k != nd.minTurn[r] {
 		return 0, true, false
 	}
