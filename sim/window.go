@@ -15,10 +15,10 @@ import "github.com/sluicedata/sluice/cache"
 //
 // Between two slides of a consumer every distance it gives only shrinks,
 // so a candidate's key in the heap (nd.vic) is kept as an upper bound of
-// its distance, set to the farthest a window holds (turnBound) at the
-// events that can raise a distance or change a class (a run leaving a
-// window, a shard coming into its first window, the shard becoming a
-// candidate), and to its distance once computed (turnKey). The victim is then the heap's first once its key, computed afresh, is what
+// its distance: set afresh (turnKey) at the events that can raise a
+// distance (a run leaving a window, the shard becoming a candidate), and
+// to the farthest a window holds (turnBound) when a shard comes into its
+// first window (from unplanned). The victim is then the heap's first once its key, computed afresh, is what
 // the heap holds (turnVictims.First): every other candidate's distance is
 // at most its key's, so none comes before it.
 
