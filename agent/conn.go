@@ -368,7 +368,7 @@ func (c *conn) begin(ctx context.Context, req agentapi.Begin) (agentapi.Begun, e
 	// its epoch itself.
 	newRound := false
 	if req.Epoch == nil {
-		newRound = c.a.presumeRound(h.job, req.World.Rank, req.World.Worker, max(req.World.NumWorkers, 1), cur)
+		newRound = c.a.presumeRound(h.job, req.World.Rank, req.World.Worker, max(req.World.NumWorkers, 1), req.Round, cur)
 	}
 	ep, err := cur.NewEpoch(ctx, planWorld(req.World, h.ds.opts.Replication), max(req.World.NumWorkers, 1))
 	if err != nil {

@@ -20,23 +20,32 @@ import "github.com/sluicedata/sluice/stream"
 type epochRound struct {
 	epoch   int64
 	workers int
-	begun   map[int]bool
+	// token is the client's name of the iteration (agentapi.Begin.Round):
+	// a worker of another iteration never joins this round.
+	token string
+	begun map[int]bool
 	// provisional: the epoch was presumed before the first worker's
 	// NewEpoch (a loaded state may still move it; settleRound fixes it).
 	provisional bool
 }
 
 // presumeRound aligns cur, the cursor of (rank, worker) of an iteration
-// with workers workers, with its rank's round and records the worker in
-// it. It returns whether the worker started a new round.
-func (a *Agent) presumeRound(j *job, rank, worker, workers int, cur *stream.Dataset) bool {
+// with workers workers named token by its client, with its rank's round
+// and records the worker in it. It returns whether the worker started a
+// new round.
+//
+// Without a token a worker that has not begun the current round joins it,
+// which guesses wrong when an iteration ended before some of its workers
+// began and the next iteration's late-numbered workers begin first; the
+// token (the DataLoader iteration's base seed) tells them apart.
+func (a *Agent) presumeRound(j *job, rank, worker, workers int, token string, cur *stream.Dataset) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if j.rounds == nil {
 		j.rounds = map[int]*epochRound{}
 	}
 	r := j.rounds[rank]
-	if r != nil && r.workers == workers && !r.begun[worker] {
+	if r != nil && r.workers == workers && r.token == token && !r.begun[worker] {
 		r.begun[worker] = true
 		cur.PresumeEpoch(r.epoch)
 		return false
@@ -46,7 +55,7 @@ func (a *Agent) presumeRound(j *job, rank, worker, workers int, cur *stream.Data
 		next = r.epoch + 1
 	}
 	cur.PresumeEpoch(next)
-	j.rounds[rank] = &epochRound{epoch: next, workers: workers, begun: map[int]bool{worker: true}, provisional: true}
+	j.rounds[rank] = &epochRound{epoch: next, workers: workers, token: token, begun: map[int]bool{worker: true}, provisional: true}
 	return true
 }
 

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -31,7 +32,7 @@ func TestWorkersShareTheRankEpoch(t *testing.T) {
 	// round plays one iteration of `workers` workers, those of begin
 	// (all when nil), concurrently; it returns their epochs and, when
 	// drained, the samples they delivered.
-	round := func(workers int, begin []int, drained bool) (map[int64]bool, map[int64]int) {
+	round := func(token string, workers int, begin []int, drained bool) (map[int64]bool, map[int64]int) {
 		if begin == nil {
 			for w := range workers {
 				begin = append(begin, w)
@@ -46,15 +47,16 @@ func TestWorkersShareTheRankEpoch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Begun in the order given, each worker's samples then
+			// drained concurrently.
+			b, err := wc.Begin(ctx, agentapi.Begin{Handle: wop.Handle, World: world(w, workers), Round: token})
+			if err != nil {
+				t.Fatal(err)
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				defer wc.Close()
-				b, err := wc.Begin(ctx, agentapi.Begin{Handle: wop.Handle, World: world(w, workers)})
-				if err != nil {
-					t.Error(err)
-					return
-				}
 				var ids []int64
 				if drained {
 					ids = drain(t, wc, b.Iter, 0)
@@ -71,7 +73,7 @@ func TestWorkersShareTheRankEpoch(t *testing.T) {
 		return epochs, seen
 	}
 	// The peek: one sample's worth of an iteration in the training process.
-	b, err := c.Begin(ctx, agentapi.Begin{Handle: op.Handle, World: world(0, 1)})
+	b, err := c.Begin(ctx, agentapi.Begin{Handle: op.Handle, World: world(0, 1), Round: "peek"})
 	if err != nil || b.Epoch != 0 {
 		t.Fatalf("peek: epoch %d, %v", b.Epoch, err)
 	}
@@ -85,10 +87,12 @@ func TestWorkersShareTheRankEpoch(t *testing.T) {
 		{workers: 2, drained: true},
 		{workers: 4, drained: true},
 		{workers: 3, begin: []int{0}}, // a loop that broke before workers 1 and 2 began
-		{workers: 3, drained: true},
+		// The next loop's workers 2 and 1 begin first: only the round's
+		// name tells them from round 3's late workers.
+		{workers: 3, begin: []int{2, 1, 0}, drained: true},
 		{workers: 1, drained: true},
 	} {
-		epochs, seen := round(r.workers, r.begin, r.drained)
+		epochs, seen := round(fmt.Sprintf("iter-%d", i), r.workers, r.begin, r.drained)
 		if len(epochs) != 1 || !epochs[want] {
 			t.Fatalf("round %d (%d workers): epochs %v, want all %d", i, r.workers, epochs, want)
 		}

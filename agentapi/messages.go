@@ -246,6 +246,12 @@ type Begin struct {
 	SampleInEpoch int64 `json:"sample_in_epoch,omitempty"`
 	// Skip drops this many of the worker's own samples first.
 	Skip int64 `json:"skip,omitempty"`
+	// Round names the iteration this worker belongs to: the same for
+	// every worker of one DataLoader iteration (its base seed, or a token
+	// the client draws per iteration), so the agent tells a late worker of
+	// the rank's current epoch from the first worker of the next one.
+	// Empty: the agent decides from the worker's index and count alone.
+	Round string `json:"round,omitempty"`
 }
 
 // Begun answers Begin.

@@ -108,6 +108,9 @@ def batches(loader):
     if ds._info is None:
         ds._connection(worlds[0])
     extra = {"resume": ds._resume} if ds._resume is not None else {}
+    # One name for this iteration's virtual workers (the agent's epoch
+    # round, as a worker process's base seed names its DataLoader's).
+    extra["round"] = "feed-" + os.urandom(8).hex()
     shm = _use_shm(ds, collate)
     stop = threading.Event()
     queues = [queue.Queue(maxsize=depth) for _ in range(nw)]

@@ -112,6 +112,26 @@ def num_workers():
     return info.num_workers if info is not None else 0
 
 
+def round_token():
+    """A name for the DataLoader iteration this worker belongs to, the same
+    in each of its workers: the iteration's base seed (torch gives worker w
+    the seed base + w). Outside a worker, each iteration is its own.
+
+    The agent keeps a rank's workers in one epoch by it: a worker that
+    begins with the token of the rank's current round joins that round's
+    epoch, any other starts the next.
+    """
+    try:
+        from torch.utils.data import get_worker_info
+    except ImportError:
+        info = None
+    else:
+        info = get_worker_info()
+    if info is None:
+        return "iter-" + os.urandom(8).hex()
+    return "seed-%d-%d" % (os.getppid(), info.seed - info.id)
+
+
 _watching = None  # the pid whose parent this process watches
 
 

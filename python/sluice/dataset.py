@@ -385,7 +385,9 @@ class StreamingDataset(_Base):
         require_batch_size(self, _worker.num_workers())
         if self._info is None:
             self._connection(world)
-        conn, begun = self._begin(world, {"resume": self._resume} if self._resume is not None else {})
+        extra = {"resume": self._resume} if self._resume is not None else {}
+        extra["round"] = _worker.round_token()
+        conn, begun = self._begin(world, extra)
         from . import _shm
 
         if _shm.per_sample(self, StreamingDataset, conn):
