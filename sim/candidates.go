@@ -148,8 +148,11 @@ func (v nodeVictims) First() (cache.Candidate, bool) {
 	return k, true
 }
 
-func (v nodeVictims) Evict() int64 {
-	nd := v.nd
+func (v nodeVictims) Evict() int64 { return v.nd.evictFirst() }
+
+// evictFirst evicts the first of the candidates (the victim both models'
+// Next just returned) and returns the bytes it gave back.
+func (nd *node) evictFirst() int64 {
 	s, _ := nd.vic.first()
 	if nd.c.onEvict != nil {
 		nd.c.onEvict(nd, s)

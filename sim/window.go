@@ -190,13 +190,4 @@ func (v turnVictims) First() (cache.Candidate, bool) {
 	}
 }
 
-func (v turnVictims) Evict() int64 {
-	nd := v.nd
-	s, _ := nd.vic.first()
-	if nd.c.onEvict != nil {
-		nd.c.onEvict(nd, s)
-	}
-	b := nd.c.Dataset.Shards[s].CachedBytes
-	nd.evict(s)
-	return b
-}
+func (v turnVictims) Evict() int64 { return v.nd.evictFirst() }
