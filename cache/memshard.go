@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"unsafe"
 )
 
@@ -48,9 +47,9 @@ type memPool struct {
 }
 
 // blocks holds the free blocks of closed Caches, for the next Cache of
-// the process (a job that opens one dataset after another). Blocks left
-// in it are garbage the collector reclaims.
-var blocks sync.Pool
+// the process (a job that opens one dataset after another): see
+// blockStash.
+var blocks blockStash
 
 // memGet returns an aligned block of at least n+1 bytes for a shard of n
 // bytes (the extra byte notices an object longer than the index says), or
@@ -101,10 +100,8 @@ func (c *Cache) memGet(n int64) []byte {
 		}
 		c.unkeepLocked(m) // its block joins the free list
 	}
-	var blk []byte
-	if b, _ := blocks.Get().(*[]byte); b != nil && fits(*b) && int64(len(*b)) <= p.limit-p.used {
-		blk = *b
-	} else {
+	blk := blocks.take(fits, p.limit-p.used)
+	if blk == nil {
 		blk = alignedBlock(size)
 	}
 	p.used += int64(len(blk))
@@ -133,7 +130,7 @@ func (c *Cache) memPut(blk []byte) {
 func (c *Cache) putLocked(blk []byte) {
 	if c.closed {
 		c.mem.used -= int64(len(blk))
-		blocks.Put(&blk)
+		blocks.put(blk, c.mem.limit)
 		return
 	}
 	c.mem.free = append(c.mem.free, blk)
@@ -211,7 +208,7 @@ func (c *Cache) closeMemLocked() {
 	}
 	for _, b := range c.mem.free {
 		c.mem.used -= int64(len(b))
-		blocks.Put(&b)
+		blocks.put(b, c.mem.limit)
 	}
 	c.mem.free = nil
 }
