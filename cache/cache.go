@@ -83,7 +83,9 @@ type Options struct {
 	// once the last lease that read it is released, or for room. A shard
 	// that does not fit is fetched through its file as without. Zero or
 	// negative: none (every shard goes through the page cache, where
-	// readers in other processes find it).
+	// readers in other processes find it). After Close the Cache's free
+	// blocks, at most Memory bytes, wait a minute for the next Cache of
+	// the process (fresh memory costs its zeroing and page faults).
 	Memory int64
 }
 
