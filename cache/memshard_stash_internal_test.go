@@ -47,8 +47,11 @@ func TestMemShardBlocksSurviveGC(t *testing.T) {
 	if !bytes.Equal(got[len(got)-len(marker):], marker) {
 		t.Fatal("after three collections the second Cache got fresh memory, not the first Cache's block")
 	}
-	if c2.mem.used != int64(len(got)) {
-		t.Fatalf("the second Cache counts %d bytes for its %d-byte block", c2.mem.used, len(got))
+	c2.mu.Lock()
+	used := c2.mem.used
+	c2.mu.Unlock()
+	if used != int64(len(got)) {
+		t.Fatalf("the second Cache counts %d bytes for its %d-byte block", used, len(got))
 	}
 }
 
@@ -56,7 +59,7 @@ func TestMemShardBlocksSurviveGC(t *testing.T) {
 // (the oldest blocks go first), hands out the smallest block that fits
 // within the room asked for, and drops everything once idle.
 func TestBlockStashBounded(t *testing.T) {
-	s := &blockStash{idleAfter: 20 * time.Millisecond}
+	s := &blockStash{idleAfter: time.Hour} // no expiry while the bounds are checked
 	s.put(make([]byte, 3000), 10000)
 	s.put(make([]byte, 4000), 10000)
 	s.put(make([]byte, 5000), 10000) // the 3000 one goes
@@ -74,6 +77,8 @@ func TestBlockStashBounded(t *testing.T) {
 	if b := s.take(atLeast(3500), 4500); b != nil {
 		t.Fatalf("took a %d-byte block beyond the room of 4500", len(b))
 	}
+	s = &blockStash{idleAfter: 20 * time.Millisecond}
+	s.put(make([]byte, 3000), 10000)
 	deadline := time.Now().Add(10 * time.Second)
 	for s.held() != 0 {
 		if time.Now().After(deadline) {
