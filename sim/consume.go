@@ -99,9 +99,9 @@ func (nd *node) begin(s int, t float64) {
 // before the time until, or with step ≥ 0 until step's chains are done. It
 // returns when the last of step's chains was done (-Inf when it has none).
 //
-// One pass over the chains per read finds both whether step's chains are
-// done and the next chain: the unfinished one that is earliest (the
-// earlier step first at one time).
+// The next chain is the unfinished one that is earliest (the earlier
+// step first at one time); where the workers take turns it is found per
+// rank (rankRead), and after a read only for the reader's rank.
 func (nd *node) readUntil(until float64, step int) float64 {
 	ordered := nd.ordered()
 	if !ordered {
@@ -109,43 +109,84 @@ func (nd *node) readUntil(until float64, step int) float64 {
 		return nd.stepReady(step)
 	}
 	// Each rank's earliest turn, kept as chains read: a read changes only
-	// the next turns of its own consumer's chains (turnMinsRank).
+	// its own rank's turns and chains (turnMinsRank), so each rank's
+	// candidate read is kept and only the reader's rank's found afresh.
 	nd.turnMins()
+	R := nd.c.Shape.RanksPerNode
+	if len(nd.rankBest) != R {
+		nd.rankChains = make([][]int32, R)
+		nd.rankBest = make([]rankRead, R)
+	}
+	for r := range nd.rankChains {
+		nd.rankChains[r] = nd.rankChains[r][:0]
+	}
+	for i := range nd.chains {
+		r := nd.chains[i].rank
+		nd.rankChains[r] = append(nd.rankChains[r], int32(i))
+	}
+	for r := range R {
+		nd.rankRead(r, step)
+	}
 	for {
-		var best *chain
-		var bestT float64
-		bestTurn := false
+		// The first chain (in nd.chains' order) of the earliest read.
+		best := -1
 		pending := step < 0 // with step ≥ 0: an unfinished chain of step
-		for i := range nd.chains {
-			c := &nd.chains[i]
-			if c.done {
-				continue
-			}
-			if c.step == step {
-				pending = true
-			}
-			t, turn := c.t, false
-			if ordered {
-				var ok bool
-				if t, turn, ok = nd.turnTime(c); !ok {
-					continue // another worker's shard change first
+		for r := range nd.rankBest {
+			b := &nd.rankBest[r]
+			pending = pending || b.pending
+			if b.idx >= 0 {
+				if o := best; o < 0 || b.t < nd.rankBest[o].t || (b.t == nd.rankBest[o].t && b.idx < nd.rankBest[o].idx) {
+					best = r
 				}
 			}
-			if best == nil || t < bestT {
-				best, bestT, bestTurn = c, t, turn
-			}
 		}
-		if !pending || best == nil || bestT >= until {
+		if !pending || best < 0 || nd.rankBest[best].t >= until {
 			break
 		}
-		if bestTurn {
-			best.t = bestT
-			nd.turnT[best.rank] = bestT
+		b := nd.rankBest[best]
+		c := &nd.chains[b.idx]
+		if b.turn {
+			c.t = b.t
+			nd.turnT[c.rank] = b.t
 		}
-		nd.read(best)
-		nd.turnMinsRank(best.rank)
+		nd.read(c)
+		nd.turnMinsRank(c.rank)
+		nd.rankRead(c.rank, step)
 	}
 	return nd.stepReady(step)
+}
+
+// rankRead is a rank's next read in readUntil: its chain (-1: none may
+// read now), when, and whether it takes the rank's turn; and whether the
+// rank has an unfinished chain of the step readUntil waits for.
+type rankRead struct {
+	idx     int
+	t       float64
+	turn    bool
+	pending bool
+}
+
+// rankRead finds rank r's next read afresh: the first of its chains (in
+// nd.chains' order) whose read can happen the earliest.
+func (nd *node) rankRead(r, step int) {
+	b := rankRead{idx: -1}
+	for _, i := range nd.rankChains[r] {
+		c := &nd.chains[i]
+		if c.done {
+			continue
+		}
+		if c.step == step {
+			b.pending = true
+		}
+		t, turn, ok := nd.turnTime(c)
+		if !ok {
+			continue // another worker's shard change first
+		}
+		if b.idx < 0 || t < b.t {
+			b.idx, b.t, b.turn = int(i), t, turn
+		}
+	}
+	nd.rankBest[r] = b
 }
 
 // stepReady returns when the last of step's chains was done (-Inf when it

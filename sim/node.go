@@ -90,10 +90,15 @@ type node struct {
 	// shard change of its begun chains and when its last turn was taken.
 	minTurn []int64
 	turnT   []float64
-	turns   bool     // the workers take turns (takesTurns)
-	win     []window // per consumer, where the workers take turns (window.go)
-	wl      [][]wref // per shard, its runs inside the consumers' windows
-	rpos    []int64  // per consumer, its runPos (for turnKey)
+	// readUntil's, per rank: its chains' indices and its next read.
+	rankChains [][]int32
+	rankBest   []rankRead
+	turns      bool     // the workers take turns (takesTurns)
+	win        []window // per consumer, where the workers take turns (window.go)
+	wl         [][]wref // per shard, its runs inside the consumers' windows (and dead ones)
+	wlive      []int32  // per shard, its runs inside the consumers' windows
+	wit        []int64  // per shard, the run its candidate key came from (witness)
+	rpos       []int64  // per consumer, its runPos (for turnKey)
 	// turnHz is one consumer's look-ahead in samples, as
 	// stream.Iterator's horizon (twice the predownload, at least 1024).
 	turnHz int64
@@ -126,7 +131,6 @@ func newNode(c *Config, id int) *node {
 	}
 	nd.turns = takesTurns(c)
 	if nd.turns {
-		nd.wl = make([][]wref, n)
 		nd.turnHz = int64(max(2*c.predownload(), 1024))
 	}
 	nd.horizon = int64(max(2*c.predownload(), 1024)) * int64(c.consumers())

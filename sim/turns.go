@@ -77,14 +77,12 @@ func (nd *node) turnMins() {
 }
 
 // turnMinsRank sets rank r's earliest next shard change afresh (see
-// turnMins).
+// turnMins), over its chains (nd.rankChains, kept by readUntil).
 func (nd *node) turnMinsRank(r int) {
 	m := int64(noTurn)
-	for i := range nd.chains {
-		if c := &nd.chains[i]; c.rank == r {
-			if k, _ := nd.nextTurn(c); k < m {
-				m = k
-			}
+	for _, i := range nd.rankChains[r] {
+		if k, _ := nd.nextTurn(&nd.chains[i]); k < m {
+			m = k
 		}
 	}
 	nd.minTurn[r] = m

@@ -135,7 +135,25 @@ func TestVictimsMatchFullScan(t *testing.T) {
 // reads (stream.Iterator.NextUses), the nearest over the node's consumers;
 // the candidates (present, unleased) sorted by cache.CompareCandidates,
 // stably in shard order. (The model's earlier orderedVictims, per eviction.)
-func refTurnVictim(nd *node) (int, cache.Candidate) {
+func refTurnVictim(nd *node) (int, cache.Candidate, []int64) {
+	dist := refTurnDists(nd)
+	best, bestKey := -1, cache.Candidate{}
+	for sh, st := range nd.state {
+		if st != present || nd.leased[sh] > 0 {
+			continue
+		}
+		k := cache.NewCandidate(dist[sh] >= 0, dist[sh], nd.lastUse[sh])
+		if best < 0 || cache.CompareCandidates(k, bestKey) < 0 {
+			best, bestKey = sh, k
+		}
+	}
+	return best, bestKey, dist
+}
+
+// refTurnDists is every shard's distance where the workers take turns
+// (-1: unplanned) by a scan of every consumer's look-ahead (see
+// refTurnVictim).
+func refTurnDists(nd *node) []int64 {
 	dist := make([]int64, len(nd.state))
 	for i := range dist {
 		dist[i] = -1
@@ -155,17 +173,7 @@ func refTurnVictim(nd *node) (int, cache.Candidate) {
 			p = max(e, p+1)
 		}
 	}
-	best, bestKey := -1, cache.Candidate{}
-	for sh, st := range nd.state {
-		if st != present || nd.leased[sh] > 0 {
-			continue
-		}
-		k := cache.NewCandidate(dist[sh] >= 0, dist[sh], nd.lastUse[sh])
-		if best < 0 || cache.CompareCandidates(k, bestKey) < 0 {
-			best, bestKey = sh, k
-		}
-	}
-	return best, bestKey
+	return dist
 }
 
 // Where the workers take turns, the candidates kept as the windows slide
@@ -208,12 +216,16 @@ func TestTurnVictimsMatchFullScan(t *testing.T) {
 			}
 			c.onEvict = func(nd *node, victim int) {
 				evictions++
-				want, wk := refTurnVictim(nd)
-				if k := nd.turnKey(victim); victim != want || k != wk {
+				want, wk, dist := refTurnVictim(nd)
+				if k := nd.vic.key[victim]; victim != want || k != wk {
 					t.Errorf("node %d: evicts shard %d (%+v), a full scan %d (%+v)", nd.id, victim, k, want, wk)
 				}
 				for _, sh := range nd.vic.all() {
-					k, f := nd.vic.key[sh], nd.turnKey(int(sh))
+					// Against the scan, not turnKey: it notes a witness.
+					k, f := nd.vic.key[sh], cache.NewCandidate(dist[sh] >= 0, dist[sh], nd.lastUse[sh])
+					if nd.wlive[sh] != int32(len(nd.compact(append([]wref(nil), nd.wl[sh]...)))) {
+						t.Errorf("shard %d: %d live runs counted, %d in its list", sh, nd.wlive[sh], len(nd.compact(append([]wref(nil), nd.wl[sh]...))))
+					}
 					if k.Class != f.Class || k.LastUse != f.LastUse || k.Dist < f.Dist {
 						stale++
 					}

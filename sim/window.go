@@ -1,6 +1,10 @@
 package sim
 
-import "github.com/sluicedata/sluice/cache"
+import (
+	"math"
+
+	"github.com/sluicedata/sluice/cache"
+)
 
 // This file keeps, where the workers take turns, the eviction candidates'
 // keys as the real cache computes them, without a scan of the cache at
@@ -22,28 +26,37 @@ import "github.com/sluicedata/sluice/cache"
 // the heap holds (turnVictims.First): every other candidate's distance is
 // at most its key's, so none comes before it.
 
-// wentry is a run of a consumer's window: its start (local position),
-// shard, and index in the shard's list (nd.wl).
+// wentry is a run of a consumer's window: its start (local position) and
+// shard.
 type wentry struct {
 	pos   int64
 	shard int32
-	li    int32
 }
 
-// wref is one run of a shard inside a consumer's window: its start, the
-// consumer, and its sequence number in the consumer's window (its entry
-// is q[seq-base]).
+// wref is one run of a shard inside a consumer's window: its start
+// (local positions fit an int32, as consumer.locals) and the consumer. A
+// shard's list (nd.wl) is not kept in step with the windows: a run that
+// left its window stays in the list until the list is next scanned or
+// half dead (it is dead once it starts before its consumer's runPos: runs
+// leave a window only as it slides forward, bar slide's rebuild, which
+// takes its runs out of the lists), so that a run leaving a window
+// touches only its shard's counters (unref), not the list.
 type wref struct {
-	pos       int64
-	cons, seq int32
+	pos, cons int32
 }
+
+// noWitness is a shard's witness when its key is not a distance a run
+// gave (a bound, or unplanned).
+const noWitness = -1
+
+// witness names a run of a window: its consumer and start.
+func witness(cons, pos int32) int64 { return int64(cons)<<32 | int64(uint32(pos)) }
 
 // window is one consumer's window: its runs from runPos to scan, oldest
-// first (q[head:]); q[0] is the run numbered base.
+// first (q[head:]).
 type window struct {
 	q    []wentry
 	head int
-	base int32
 	scan int64 // the next local position to come into the window
 	// ShardAt's hints for the scan (apart from the walk's).
 	hint, runHint int
@@ -58,13 +71,17 @@ func (nd *node) resetWindows() {
 	}
 	if len(nd.wl) != len(nd.state) {
 		nd.wl = make([][]wref, len(nd.state))
+		nd.wlive = make([]int32, len(nd.state))
+		nd.wit = make([]int64, len(nd.state))
 	}
 	for i := range nd.wl {
 		nd.wl[i] = nd.wl[i][:0]
+		nd.wlive[i] = 0
+		nd.wit[i] = noWitness
 	}
 	for i := range nd.win {
 		w := &nd.win[i]
-		w.q, w.head, w.base, w.scan, w.hint, w.runHint = w.q[:0], 0, 0, 0, 0, 0
+		w.q, w.head, w.scan, w.hint, w.runHint = w.q[:0], 0, 0, 0, 0
 		nd.cons[i].runPos = 0
 		nd.rpos[i] = 0
 		nd.grow(i)
@@ -80,11 +97,7 @@ func (nd *node) slide(ci int, p int64) {
 	w := &nd.win[ci]
 	if p < cs.runPos {
 		// Never in an epoch's order; rebuilt to stay exact.
-		for w.head < len(w.q) {
-			w.head++
-			nd.unref(ci, w.head-1)
-		}
-		w.base += int32(len(w.q))
+		nd.rebuild(ci)
 		w.q, w.head, w.scan = w.q[:0], 0, p
 	}
 	cs.runPos = p
@@ -95,7 +108,6 @@ func (nd *node) slide(ci int, p int64) {
 	}
 	if w.head > 1024 && w.head*2 > len(w.q) {
 		n := copy(w.q, w.q[w.head:])
-		w.base += int32(w.head)
 		w.q, w.head = w.q[:n], 0
 	}
 	if w.scan < p {
@@ -112,35 +124,80 @@ func (nd *node) grow(ci int) {
 	for w.scan < end {
 		sh, e, ok := cs.shardAtHint(w.scan, &w.hint, &w.runHint)
 		if ok {
-			seq := w.base + int32(len(w.q))
-			w.q = append(w.q, wentry{pos: w.scan, shard: int32(sh), li: int32(len(nd.wl[sh]))})
-			l := append(nd.wl[sh], wref{pos: w.scan, cons: int32(ci), seq: seq})
-			nd.wl[sh] = l
-			if len(l) == 1 && nd.vic.has(sh) {
+			w.q = append(w.q, wentry{pos: w.scan, shard: int32(sh)})
+			l := nd.wl[sh]
+			if len(l) == cap(l) && int(nd.wlive[sh]) < len(l) {
+				l = nd.compact(l) // drop the dead runs before the list grows
+			}
+			nd.wl[sh] = append(l, wref{pos: int32(w.scan), cons: int32(ci)})
+			nd.wlive[sh]++
+			if nd.wlive[sh] == 1 && nd.vic.has(sh) {
 				nd.vic.set(sh, nd.turnBound(sh)) // unplanned until now
+				nd.wit[sh] = noWitness
 			}
 		}
 		w.scan = max(e, w.scan+1)
 	}
 }
 
-// unref drops the run q[k] of consumer ci's window from its shard's list
-// (the last of the list takes its place); the shard's distance may have
-// grown: a candidate's key is set afresh.
-func (nd *node) unref(ci, k int) {
-	e := nd.win[ci].q[k]
-	shard := e.shard
-	l := nd.wl[shard]
-	last := len(l) - 1
-	if i := int(e.li); i != last {
-		m := l[last]
-		l[i] = m
-		mw := &nd.win[m.cons]
-		mw.q[m.seq-mw.base].li = int32(i)
+// rebuild takes consumer ci's runs in its window (q[head:]) out of their
+// shards' lists (with its dead ones) before the window starts afresh
+// behind them, and gives those shards' candidates their keys afresh.
+func (nd *node) rebuild(ci int) {
+	w := &nd.win[ci]
+	for _, e := range w.q[w.head:] {
+		sh := int(e.shard)
+		l := nd.wl[sh]
+		n := 0
+		for _, r := range l {
+			if int(r.cons) != ci {
+				l[n] = r
+				n++
+			}
+		}
+		nd.wl[sh] = l[:n]
+		nd.wlive[sh]--
 	}
-	nd.wl[shard] = l[:last]
-	if nd.vic.has(int(shard)) {
-		nd.vic.set(int(shard), nd.turnKey(int(shard)))
+	for _, e := range w.q[w.head:] {
+		if sh := int(e.shard); nd.vic.has(sh) {
+			nd.vic.set(sh, nd.turnKey(sh))
+		}
+	}
+}
+
+// compact returns l without its dead runs (see wref), in place.
+func (nd *node) compact(l []wref) []wref {
+	rpos := nd.rpos
+	n := 0
+	for _, r := range l {
+		if int64(r.pos) >= rpos[r.cons] {
+			l[n] = r
+			n++
+		}
+	}
+	return l[:n]
+}
+
+// unref notes that the run q[k] of consumer ci's window left it. Its
+// shard's distance may have grown: a candidate whose key that run gave
+// (its witness) gets its key afresh, one with no run left in a window
+// becomes unplanned; any other candidate's key is still at least its
+// distance (its witness is still in its window, and nearer than when
+// the key was computed).
+func (nd *node) unref(ci, k int) {
+	w := &nd.win[ci]
+	shard := int(w.q[k].shard)
+	nd.wlive[shard]--
+	if !nd.vic.has(shard) {
+		if l := nd.wl[shard]; len(l) > 2*int(nd.wlive[shard])+8 {
+			nd.wl[shard] = nd.compact(l) // half dead: amortised over the deaths
+		}
+		return
+	}
+	if nd.wlive[shard] == 0 {
+		nd.vic.set(shard, nd.turnKey(shard))
+	} else if nd.wit[shard] == witness(int32(ci), int32(w.q[k].pos)) {
+		nd.vic.set(shard, nd.turnKey(shard))
 	}
 }
 
@@ -148,22 +205,36 @@ func (nd *node) unref(ci, k int) {
 // and for a planned shard the farthest distance a window holds. First
 // computes the distance when the shard comes first.
 func (nd *node) turnBound(shard int) cache.Candidate {
-	return cache.NewCandidate(len(nd.wl[shard]) > 0, nd.turnHz, nd.lastUse[shard])
+	return cache.NewCandidate(nd.wlive[shard] > 0, nd.turnHz, nd.lastUse[shard])
 }
 
 // turnKey is shard's candidate key as the real cache computes it where
 // the workers take turns: planned when a consumer's window holds a run of
-// it, at the nearest such run from that consumer's runPos.
+// it, at the nearest such run from that consumer's runPos. It notes that
+// run as the shard's witness and drops the list's dead runs.
 func (nd *node) turnKey(shard int) cache.Candidate {
-	l := nd.wl[shard]
-	if len(l) == 0 {
+	if nd.wlive[shard] == 0 {
+		nd.wl[shard] = nd.wl[shard][:0]
+		nd.wit[shard] = noWitness
 		return cache.NewCandidate(false, 0, nd.lastUse[shard])
 	}
+	l := nd.wl[shard]
 	rpos := nd.rpos
-	d := l[0].pos - rpos[l[0].cons]
-	for _, r := range l[1:] {
-		d = min(d, r.pos-rpos[r.cons])
+	d, wit := int64(math.MaxInt64), int64(noWitness)
+	n := 0
+	for _, r := range l {
+		x := int64(r.pos) - rpos[r.cons]
+		if x < 0 {
+			continue // dead
+		}
+		l[n] = r
+		n++
+		if x < d {
+			d, wit = x, witness(r.cons, r.pos)
+		}
 	}
+	nd.wl[shard] = l[:n]
+	nd.wit[shard] = wit
 	return cache.NewCandidate(true, d, nd.lastUse[shard])
 }
 
