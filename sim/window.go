@@ -15,16 +15,20 @@ import (
 // forward with it, so every run of its order comes into the window once
 // and leaves it once: the windows are kept as they slide (slide), and per
 // shard the list of its runs inside some window (wl), from which its
-// distance is the nearest, min(run start − that consumer's runPos).
+// distance is the nearest, min(run start − that consumer's runPos)
+// (with a count of its live runs, wlive: the list may hold dead ones).
 //
 // Between two slides of a consumer every distance it gives only shrinks,
 // so a candidate's key in the heap (nd.vic) is kept as an upper bound of
-// its distance: set afresh (turnKey) at the events that can raise a
-// distance (a run leaving a window, the shard becoming a candidate), and
-// to the farthest a window holds (turnBound) when a shard comes into its
-// first window (from unplanned). The victim is then the heap's first once its key, computed afresh, is what
-// the heap holds (turnVictims.First): every other candidate's distance is
-// at most its key's, so none comes before it.
+// its distance: set afresh (turnKey) when the shard becomes a candidate
+// and when the run that key came from (its witness) leaves its window,
+// the one event that can raise it past the key (another run leaving
+// does not: the witness stays, no farther than the key says); to the
+// farthest a window holds (turnBound) when a shard comes into its first
+// window (from unplanned); unplanned when its last run leaves. The victim
+// is then the heap's first once its key, computed afresh, is what the
+// heap holds (turnVictims.First): every other candidate's distance is at
+// most its key's, so none comes before it.
 
 // wentry is a run of a consumer's window: its start (local position) and
 // shard.
