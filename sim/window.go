@@ -33,8 +33,7 @@ import (
 // wentry is a run of a consumer's window: its start (local position) and
 // shard.
 type wentry struct {
-	pos   int64
-	shard int32
+	pos, shard int32
 }
 
 // wref is one run of a shard inside a consumer's window: its start
@@ -106,11 +105,11 @@ func (nd *node) slide(ci int, p int64) {
 	}
 	cs.runPos = p
 	nd.rpos[ci] = p
-	for w.head < len(w.q) && w.q[w.head].pos < p {
+	for w.head < len(w.q) && int64(w.q[w.head].pos) < p {
 		w.head++
 		nd.unref(ci, w.head-1)
 	}
-	if w.head > 1024 && w.head*2 > len(w.q) {
+	if w.head > 256 && w.head*2 > len(w.q) {
 		n := copy(w.q, w.q[w.head:])
 		w.q, w.head = w.q[:n], 0
 	}
@@ -128,7 +127,7 @@ func (nd *node) grow(ci int) {
 	for w.scan < end {
 		sh, e, ok := cs.shardAtHint(w.scan, &w.hint, &w.runHint)
 		if ok {
-			w.q = append(w.q, wentry{pos: w.scan, shard: int32(sh)})
+			w.q = append(w.q, wentry{pos: int32(w.scan), shard: int32(sh)})
 			l := nd.wl[sh]
 			if len(l) == cap(l) && int(nd.wlive[sh]) < len(l) {
 				l = nd.compact(l) // drop the dead runs before the list grows
@@ -200,7 +199,7 @@ func (nd *node) unref(ci, k int) {
 	}
 	if nd.wlive[shard] == 0 {
 		nd.vic.set(shard, nd.turnKey(shard))
-	} else if nd.wit[shard] == witness(int32(ci), int32(w.q[k].pos)) {
+	} else if nd.wit[shard] == witness(int32(ci), w.q[k].pos) {
 		nd.vic.set(shard, nd.turnKey(shard))
 	}
 }
