@@ -288,9 +288,14 @@ func BenchmarkSeedScaleTight(b *testing.B) {
 // BenchmarkSeedScaleTightNode0 is node 0 of the seed's run with a 10 GB
 // cache: about a third of its shards fit, so it evicts and downloads again
 // (~106k evictions), the eviction path's worst case.
-func BenchmarkSeedScaleTightNode0(b *testing.B) {
+func BenchmarkSeedScaleTightNode0(b *testing.B) { benchTightNode0(b, false) }
+
+// benchTightNode0 runs node 0 of the seed's run with a 10 GB cache, the
+// workers taking turns or not, and reports its evictions.
+func benchTightNode0(b *testing.B, turns bool) {
 	c := seedScale()
 	c.CacheLimit = 10 << 30
+	c.OrderAdmissions = turns
 	c.Nodes = []int{0}
 	for b.Loop() {
 		r, err := Run(context.Background(), c)
@@ -334,19 +339,7 @@ func TestBurstRace(t *testing.T) {
 // BenchmarkSeedScaleTightTurnsNode0 is node 0 of the seed's run with a
 // 10 GB cache and the workers taking turns (OrderAdmissions): the windows'
 // upkeep (window.go) and the turns' bookkeeping (turns.go) at scale.
-func BenchmarkSeedScaleTightTurnsNode0(b *testing.B) {
-	c := seedScale()
-	c.CacheLimit = 10 << 30
-	c.OrderAdmissions = true
-	c.Nodes = []int{0}
-	for b.Loop() {
-		r, err := Run(context.Background(), c)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.ReportMetric(float64(r.Nodes[0].Evictions), "evictions")
-	}
-}
+func BenchmarkSeedScaleTightTurnsNode0(b *testing.B) { benchTightNode0(b, true) }
 
 // BenchmarkSeedScaleTightTurns is the seed's run with a 10 GB cache and
 // the workers taking turns on every node (the issue's ≤ 10 s, ≤ 1 GB with

@@ -14,14 +14,12 @@ import (
 	"github.com/sluicedata/sluice/stream"
 )
 
-// orderedRun reads one epoch of a rank with workers DataLoader workers,
-// each on its own goroutine as the agent runs them, with the workers'
-// shard changes ordered (OrderAdmissions) under a cache of ~7 shards besides the index (14.6 KB), and
-// returns the store's GETs per object and the samples delivered and planned.
-func orderedRun(t *testing.T, workers int, stop func(w int, n int64) bool) (gets map[string]int, seen, want map[int64]int) {
+// openOrdered opens the ordered runs' dataset (600 samples in shards of
+// 4 KB, a cache of ~7 shards besides the index, the workers taking turns)
+// and begins an epoch of one rank with workers workers; the caller closes
+// the dataset.
+func openOrdered(ctx context.Context, t *testing.T, workers int) (*stream.Dataset, *stream.Epoch, *countingBucket) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	reg, cb := memDataset(t, spec{samples: 600, payload: 300, sizeLimit: 4 << 10})
 	seed := int64(3)
 	ds, err := stream.Open(ctx, &stream.Options{Remote: "mem://data", Local: t.TempDir(), Registry: reg,
@@ -30,11 +28,24 @@ func orderedRun(t *testing.T, workers int, stop func(w int, n int64) bool) (gets
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ds.Close()
 	ep, err := ds.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 1}, workers)
 	if err != nil {
+		ds.Close()
 		t.Fatal(err)
 	}
+	return ds, ep, cb
+}
+
+// orderedRun reads one epoch of a rank with workers DataLoader workers,
+// each on its own goroutine as the agent runs them, with the workers'
+// shard changes ordered (OrderAdmissions) under a cache of ~7 shards besides the index (14.6 KB), and
+// returns the store's GETs per object and the samples delivered and planned.
+func orderedRun(t *testing.T, workers int, stop func(w int, n int64) bool) (gets map[string]int, seen, want map[int64]int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ds, ep, cb := openOrdered(ctx, t, workers)
+	defer ds.Close()
 	var mu sync.Mutex
 	seen, want = map[int64]int{}, map[int64]int{}
 	for w := range workers {
@@ -115,19 +126,8 @@ func TestOrderAdmissionsDeterministic(t *testing.T) {
 func TestOrderAdmissionsLocations(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	reg, _ := memDataset(t, spec{samples: 600, payload: 300, sizeLimit: 4 << 10})
-	seed := int64(3)
-	ds, err := stream.Open(ctx, &stream.Options{Remote: "mem://data", Local: t.TempDir(), Registry: reg,
-		BatchSize: 4, Shuffle: true, ShuffleAlgo: plan.AlgoPy1s, ShuffleSeed: &seed, CacheLimit: 44_000,
-		PrefetchConcurrency: 2, OrderAdmissions: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ds, ep, _ := openOrdered(ctx, t, 2)
 	defer ds.Close()
-	ep, err := ds.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 1}, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var wg sync.WaitGroup
 	var samples atomic.Int64
 	for w := range 2 {
