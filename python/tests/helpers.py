@@ -20,13 +20,35 @@ if os.path.join(ROOT, "python") not in sys.path and not os.environ.get("SLUICE_T
 import mdswrite  # noqa: E402
 
 
+def build_binary(name, tags=(), env=None):
+    """Builds ./cmd/sluice of this checkout into a directory of its own under
+    the temp dir and returns the binary's path. The directory is keyed by the
+    checkout's path, and go build runs every time (its cache makes an
+    up-to-date build a no-op), so a binary built from another checkout or
+    from older sources is never used. The build goes to a temporary name and
+    is renamed into place, so concurrent test processes never run a
+    half-written file."""
+    import hashlib
+    key = hashlib.sha256(ROOT.encode()).hexdigest()[:12]
+    out_dir = os.path.join(tempfile.gettempdir(), "sluice-test-bin", key)
+    os.makedirs(out_dir, exist_ok=True)
+    out = os.path.join(out_dir, name)
+    tmp = "%s.%d.tmp" % (out, os.getpid())
+    cmd = ["go", "build"] + (["-tags", ",".join(tags)] if tags else []) + ["-o", tmp, "./cmd/sluice"]
+    try:
+        subprocess.run(cmd, cwd=ROOT, env=env, check=True, timeout=600)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return out
+
+
 def binary():
     b = os.environ.get("SLUICE_BIN")
     if b:
         return b
-    out = os.path.join(tempfile.gettempdir(), "sluice-test-bin", "sluice")
-    if not os.path.exists(out):
-        subprocess.run(["go", "build", "-o", out, "./cmd/sluice"], cwd=ROOT, check=True)
+    out = build_binary("sluice")
     os.environ["SLUICE_BIN"] = out
     return out
 

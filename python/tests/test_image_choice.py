@@ -12,8 +12,6 @@ agents mid-epoch."""
 import glob
 import os
 import shutil
-import subprocess
-import tempfile
 import unittest
 
 import helpers
@@ -38,12 +36,8 @@ def libjpeg_agent():
         return None, "libjpeg-turbo's headers are not installed (libjpeg62-turbo-dev)"
     if shutil.which("go") is None:
         return None, "no Go toolchain to build the libjpeg agent"
-    out = os.path.join(tempfile.gettempdir(), "sluice-test-bin", "sluice-libjpeg")
-    if not os.path.exists(out):
-        env = dict(os.environ, CGO_ENABLED="1")
-        # With the headers present a failed build is a failure, not a skip.
-        subprocess.run(["go", "build", "-tags", "libjpeg", "-o", out, "./cmd/sluice"], cwd=helpers.ROOT, env=env,
-                       check=True, timeout=600)
+    # With the headers present a failed build is a failure, not a skip.
+    out = helpers.build_binary("sluice-libjpeg", tags=("libjpeg",), env=dict(os.environ, CGO_ENABLED="1"))
     return out, None
 
 
