@@ -6,6 +6,7 @@ defaults, sample order and state dicts are MosaicML's.
 """
 
 from ._decode import PickleBytes
+from ._encoded import EncodedTensor
 from .dataloader import StreamingDataLoader
 from .dataset import Stream, StreamingDataset
 from .errors import (
@@ -38,6 +39,7 @@ __all__ = [
     "CacheLimitError",
     "CorruptDataError",
     "DecodeImage",
+    "EncodedTensor",
     "DatasetNotFoundError",
     "InvalidArgumentError",
     "PermissionDeniedError",

@@ -29,7 +29,7 @@ import os
 import queue
 import threading
 
-from . import _shm, _world
+from . import _encoded, _shm, _world
 
 # How long a worker thread waits on a full queue before it looks whether
 # the loop has stopped (seconds); every wait has this bound.
@@ -112,6 +112,7 @@ def batches(loader):
     # round, as a worker process's base seed names its DataLoader's).
     extra["round"] = "feed-" + os.urandom(8).hex()
     shm = _use_shm(ds, collate)
+    collate = _encoded_collate(ds, collate, pin)
     stop = threading.Event()
     queues = [queue.Queue(maxsize=depth) for _ in range(nw)]
     threads = []
@@ -196,13 +197,29 @@ def _use_shm(ds, collate):
     return collate is default_collate and _shm.eligible(ds, StreamingDataset)
 
 
+def _encoded_collate(ds, collate, pin):
+    """collate for the workers that read samples (not the shared-memory
+    feed): torch's default collate keeps encoded_tensors columns as lists
+    of tensors (sluice._encoded), pinned as one buffer each with pin."""
+    from torch.utils.data._utils.collate import default_collate
+
+    cols = getattr(ds, "_encoded", ())
+    if not cols or collate is not default_collate:
+        return collate
+
+    def fn(samples):
+        return _encoded.collate(samples, default_collate, cols, pin=pin)
+
+    return fn
+
+
 def _work_shm(ds, world, conn, begun, bs, drop_last, pin, q, stop):
     """One virtual worker on the shared-memory feed: the agent's batches
     of (rank, worker), collated as default_collate would."""
     from torch.utils.data._utils.collate import default_collate
 
     schema = ds._info["schemas"][0]
-    collator = _shm.Collator(schema, ds.allow_unsafe_types, default_collate)
+    collator = _shm.Collator(schema, ds.allow_unsafe_types, default_collate, getattr(ds, "_encoded", ()), pin)
     it = _shm.iterate(ds, world, conn, begun, bs, _shm.transforms(ds, conn))
     try:
         for b in it:

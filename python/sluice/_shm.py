@@ -32,7 +32,7 @@ import os
 import socket
 import struct
 
-from . import _agent, _decode, errors
+from . import _agent, _decode, _encoded, errors
 
 FEED_VERSION = 2
 ALIGN = 64
@@ -123,11 +123,13 @@ def eligible(ds, cls):
         import numpy  # noqa: F401 - batches are numpy views of their slot
     except ImportError:
         return False
-    if mode() == "auto" and not agent_decodes(ds):
+    if mode() == "auto" and not agent_decodes(ds) and not getattr(ds, "_encoded", ()):
         # Where it measured faster (python/bench/feed.py): a fixed-shape
-        # ndarray column, delivered collated with no copy in Python. For
-        # bytes and strings the values must be copied into Python objects
-        # anyway, and the mapped shard is one copy away already.
+        # ndarray column, delivered collated with no copy in Python, or
+        # encoded_tensors, views of the batch's memory (python/bench/
+        # encoded.py). For bytes and strings the values must be copied
+        # into Python objects anyway, and the mapped shard is one copy
+        # away already.
         sizes = first.get("column_sizes") or []
         encs = first.get("column_encodings") or []
         if not any(e.startswith("ndarray:") and sz is not None for e, sz in zip(encs, sizes)):
@@ -358,12 +360,19 @@ _TORCH_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "float16", "float32
 
 
 class Collator:
-    """Builds default_collate's batch from feed batches of one schema."""
+    """Builds default_collate's batch from feed batches of one schema.
 
-    def __init__(self, schema, allow_unsafe, collate):
+    encoded: the columns delivered as lists of 1-D uint8 tensors that view
+    the batch's memory (sluice._encoded); with pin, those are copied into
+    one pinned buffer per column instead (the rest is pinned by the
+    caller)."""
+
+    def __init__(self, schema, allow_unsafe, collate, encoded=(), pin=False):
         self.collate = collate
         self.decoders = [_decode.column_decoder(e, allow_unsafe) for e in schema["column_encodings"]]
         self.encodings = list(schema["column_encodings"])
+        self.encoded = frozenset(encoded)
+        self.pin = pin
         import torch
 
         self.torch = torch
@@ -374,6 +383,16 @@ class Collator:
         torch = self.torch
         out = {}
         for k, (name, enc, kind, dt, shape, off, stride, offs) in enumerate(b.columns):
+            if name in self.encoded:
+                # Views of the slot, no copy: the tensors (and any view of
+                # them) keep it from reuse (Slots).
+                if offs is None:
+                    offs = [i * stride for i in range(b.n + 1)]
+                flat = torch.from_numpy(b.mem[off : off + offs[-1]])
+                if self.pin:
+                    flat = flat.pin_memory()
+                out[name] = _encoded.split(flat, offs)
+                continue
             if kind == "fixed" and dt in self.tdtype:
                 # The agent collates only numeric scalars, "int", fixed
                 # ndarrays and transform outputs: default_collate gives
@@ -508,5 +527,8 @@ def iter_samples(ds, world, conn, begun):
     schema = ds._info["schemas"][0]
     encs = list(schema["column_encodings"])
     decs = [_decode.column_decoder(e, ds.allow_unsafe_types) for e in encs]
+    for k, name in enumerate(schema["column_names"]):
+        if name in getattr(ds, "_encoded", ()):
+            decs[k] = _encoded.TENSOR_DECODER  # a copy: the slot is reused
     for b in iterate(ds, world, conn, begun, ds.batch_size or 1, transforms(ds, conn)):
         yield from samples(b, decs, encs)

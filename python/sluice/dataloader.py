@@ -16,7 +16,7 @@ replaced after construction) is counted MosaicML's way, see
 _get_batch_size.
 """
 
-from . import _metrics, _world
+from . import _encoded, _metrics, _world, _worker
 
 try:
     import torch
@@ -52,15 +52,28 @@ class _Counted:
 class _CountingCollate:
     """Wraps a collate function so that its batches carry their sample
     count. With automatic batching the function gets a list of samples;
-    without (batch_size=None) it gets one sample."""
+    without (batch_size=None) it gets one sample.
 
-    def __init__(self, fn, batched):
+    encoded: the dataset's encoded_tensors columns, which torch's default
+    collate leaves as lists of tensors here (sluice._encoded), packed into
+    one tensor each in a worker process (unpacked by the loader)."""
+
+    def __init__(self, fn, batched, encoded=()):
         self.fn = fn
         self.batched = batched
+        self.encoded = encoded
 
     def __call__(self, data):
         n = len(data) if self.batched else 1
+        if self.encoded and self.batched and self.fn is _default_collate():
+            return _Counted(n, _encoded.collate(data, self.fn, self.encoded, pack=_worker.in_worker()))
         return _Counted(n, self.fn(data))
+
+
+def _default_collate():
+    from torch.utils.data._utils.collate import default_collate
+
+    return default_collate
 
 
 def _mosaic_batch_size(batch):
@@ -93,8 +106,9 @@ class StreamingDataLoader(_DataLoader):
         self.num_samples_yielded = 0
         self._input = _metrics.InputTimer()
         fn = self.collate_fn
+        self._encoded = tuple(getattr(self.dataset, "_encoded", None) or ())
         if not isinstance(fn, _CountingCollate):
-            self.collate_fn = _CountingCollate(fn, self._auto_collation)
+            self.collate_fn = _CountingCollate(fn, self._auto_collation, self._encoded)
 
     def _get_batch_size(self, batch):
         """The number of samples in a batch, counted as MosaicML does. Used
@@ -139,6 +153,8 @@ class StreamingDataLoader(_DataLoader):
                     batch = batch.batch
                 else:
                     self.num_samples_yielded += self._get_batch_size(batch)
+                if self._encoded:
+                    batch = _encoded.unpack(batch)
                 yield batch
         except BaseException:
             # A worker's exception (or a KeyboardInterrupt), re-raised here, keeps the iterator in
