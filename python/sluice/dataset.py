@@ -6,7 +6,7 @@ import os
 import time
 import warnings
 
-from . import _agent, _decode, _worker, _world, errors
+from . import _agent, _encoded, _worker, _world, errors
 from . import images as _images
 from .stream import Stream, _abs_location, _check_stream_class, _derived_local, _size_str  # noqa: F401
 
@@ -51,7 +51,11 @@ class StreamingDataset(_Base):
     ``fetch_size`` (samples per request), ``inline_max`` (records up to
     this many bytes are sent inline instead of mapped) and
     ``decode_images`` (sluice.DecodeImage objects: image columns delivered
-    as uint8 arrays, cropped and flipped per sample; docs/images.md) and
+    as uint8 arrays, cropped and flipped per sample; docs/images.md),
+    ``encoded_tensors`` (sluice.EncodedTensor objects or column names:
+    variable-size columns delivered undecoded as 1-D torch.uint8 tensors
+    for GPU decoders, views of the shared memory through the feed;
+    docs/images.md, "GPU decoders") and
     ``order_admissions`` (under a cache_limit, this rank's DataLoader
     workers take their shard changes in turn, in the order the training
     loop consumes them: what the cache evicts and downloads again is the
@@ -95,6 +99,7 @@ class StreamingDataset(_Base):
         inline_max=0,
         decode_images=None,
         order_admissions=False,
+        encoded_tensors=None,
     ):
         if streams is not None and (remote is not None or local is not None):
             raise ValueError("give either streams or remote/local, not both")
@@ -190,8 +195,11 @@ class StreamingDataset(_Base):
         # by the agent through the shared-memory feed, else with PIL here.
         self._decode_images = _images.check(decode_images)
         self._feed_transforms = [d.feed_transform(shuffle_seed) for d in self._decode_images] or None
+        # Columns delivered encoded as uint8 tensors (sluice._encoded).
+        self._encoded = _encoded.check(encoded_tensors, self._decode_images)
         # Connect now, so a missing dataset or bad argument fails here.
         self._connection(_world.detect())
+        _encoded.validate(self._encoded, self._info)
         self._mosaic_warnings()
 
     @classmethod
@@ -222,7 +230,12 @@ class StreamingDataset(_Base):
     def __setstate__(self, st):
         self.__dict__.update(st)
         if self._decoders is None and self._info is not None:
-            self._decoders = [_decode.record_decoder(s, self.allow_unsafe_types) for s in self._info["schemas"]]
+            self._decoders = self._record_decoders(self._info["schemas"])
+
+    def _record_decoders(self, schemas):
+        """The record decoder of each schema (encoded_tensors columns as
+        tensors: sluice._encoded)."""
+        return _encoded.record_decoders(schemas, self.allow_unsafe_types, getattr(self, "_encoded", ()))
 
     def _connection(self, world):
         c = self._conn
@@ -252,7 +265,7 @@ class StreamingDataset(_Base):
                             "loaded. Pass allow_unsafe_types=True if you trust the data (columns %s)"
                             % ", ".join(sc.get("column_names") or ()))
             if self._info is None or self._info.get("shard_samples") != opened.get("shard_samples"):
-                self._decoders = [_decode.record_decoder(s, self.allow_unsafe_types) for s in opened["schemas"]]
+                self._decoders = self._record_decoders(opened["schemas"])
             self._info = opened
         return c
 
