@@ -95,10 +95,9 @@ type node struct {
 	rankBest   []rankRead
 	turns      bool     // the workers take turns (takesTurns)
 	win        []window // per consumer, where the workers take turns (window.go)
-	wl         [][]wref // per shard, its runs inside the consumers' windows (and dead ones)
-	wlive      []int32  // per shard, its runs inside the consumers' windows
-	wit        []int64  // per shard, the run its candidate key came from (witness)
+	wl         []wlist  // per shard, its runs inside the consumers' windows (window.go)
 	rpos       []int64  // per consumer, its runPos (for turnKey)
+	maxRpos    int64    // the largest of rpos
 	// turnHz is one consumer's look-ahead in samples, as
 	// stream.Iterator's horizon (twice the predownload, at least 1024).
 	turnHz int64

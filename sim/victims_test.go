@@ -223,9 +223,7 @@ func TestTurnVictimsMatchFullScan(t *testing.T) {
 				for _, sh := range nd.vic.all() {
 					// Against the scan, not turnKey: it notes a witness.
 					k, f := nd.vic.key[sh], cache.NewCandidate(dist[sh] >= 0, dist[sh], nd.lastUse[sh])
-					if nd.wlive[sh] != int32(len(nd.compact(append([]wref(nil), nd.wl[sh]...)))) {
-						t.Errorf("shard %d: %d live runs counted, %d in its list", sh, nd.wlive[sh], len(nd.compact(append([]wref(nil), nd.wl[sh]...))))
-					}
+					checkTurnList(t, nd, int(sh))
 					if k.Class != f.Class || k.LastUse != f.LastUse || k.Dist < f.Dist {
 						stale++
 					}
@@ -242,5 +240,29 @@ func TestTurnVictimsMatchFullScan(t *testing.T) {
 			}
 			t.Logf("%d evictions checked", evictions)
 		})
+	}
+}
+
+// checkTurnList checks shard sh's list of runs in the windows (window.go):
+// its live count is its live runs, those before its head are dead, and
+// its runs from the head are in the order of their starts.
+func checkTurnList(t *testing.T, nd *node, sh int) {
+	t.Helper()
+	wl := &nd.wl[sh]
+	live := 0
+	for k, r := range wl.l {
+		alive := int64(r.pos) >= nd.rpos[r.cons]
+		if alive && k < int(wl.head) {
+			t.Errorf("shard %d: run %+v alive before the list's head %d", sh, r, wl.head)
+		}
+		if alive {
+			live++
+		}
+		if k > int(wl.head) && wl.l[k-1].pos > r.pos {
+			t.Errorf("shard %d: run %+v after one starting at %d", sh, r, wl.l[k-1].pos)
+		}
+	}
+	if int(wl.live) != live {
+		t.Errorf("shard %d: %d live runs counted, %d in its list", sh, wl.live, live)
 	}
 }

@@ -16,7 +16,12 @@ import (
 // and leaves it once: the windows are kept as they slide (slide), and per
 // shard the list of its runs inside some window (wl), from which its
 // distance is the nearest, min(run start − that consumer's runPos)
-// (with a count of its live runs, wlive: the list may hold dead ones).
+// (with a count of its live runs: the list may hold dead ones). A list is
+// kept in the order of its runs' starts, so that the nearest is found
+// among its first runs: no run whose start is past the nearest found plus
+// the consumers' farthest runPos can be nearer (the consumers move
+// together, their runPos a few samples apart, while a window spans its
+// whole look-ahead).
 //
 // Between two slides of a consumer every distance it gives only shrinks,
 // so a candidate's key in the heap (nd.vic) is kept as an upper bound of
@@ -38,14 +43,37 @@ type wentry struct {
 
 // wref is one run of a shard inside a consumer's window: its start
 // (local positions fit an int32, as consumer.locals) and the consumer. A
-// shard's list (nd.wl) is not kept in step with the windows: a run that
+// shard's list (wlist) is not kept in step with the windows: a run that
 // left its window stays in the list until the list is next scanned or
-// half dead (it is dead once it starts before its consumer's runPos: runs
+// compacted (it is dead once it starts before its consumer's runPos: runs
 // leave a window only as it slides forward, bar slide's rebuild, which
 // takes its runs out of the lists), so that a run leaving a window
 // touches only its shard's counters (unref), not the list.
 type wref struct {
 	pos, cons int32
+}
+
+// wlist is a shard's runs inside the consumers' windows: l[head:] in the
+// order of their starts (ties in any order), with dead runs among them
+// (see wref; those before head are dead), live of them alive, and the
+// run its candidate key came from (wit, its witness).
+type wlist struct {
+	l    []wref
+	head int32
+	live int32
+	wit  int64
+}
+
+// insert adds run r to the list in the order of starts. A run comes in at
+// the far end of its consumer's window, so it goes at or near the end.
+func (w *wlist) insert(r wref) {
+	w.l = append(w.l, r)
+	k := len(w.l) - 1
+	for k > int(w.head) && w.l[k-1].pos > r.pos {
+		w.l[k] = w.l[k-1]
+		k--
+	}
+	w.l[k] = r
 }
 
 // noWitness is a shard's witness when its key is not a distance a run
@@ -73,15 +101,13 @@ func (nd *node) resetWindows() {
 		nd.rpos = make([]int64, len(nd.cons))
 	}
 	if len(nd.wl) != len(nd.state) {
-		nd.wl = make([][]wref, len(nd.state))
-		nd.wlive = make([]int32, len(nd.state))
-		nd.wit = make([]int64, len(nd.state))
+		nd.wl = make([]wlist, len(nd.state))
 	}
 	for i := range nd.wl {
-		nd.wl[i] = nd.wl[i][:0]
-		nd.wlive[i] = 0
-		nd.wit[i] = noWitness
+		w := &nd.wl[i]
+		w.l, w.head, w.live, w.wit = w.l[:0], 0, 0, noWitness
 	}
+	nd.maxRpos = 0
 	for i := range nd.win {
 		w := &nd.win[i]
 		w.q, w.head, w.scan, w.hint, w.runHint = w.q[:0], 0, 0, 0, 0
@@ -98,13 +124,22 @@ func (nd *node) resetWindows() {
 func (nd *node) slide(ci int, p int64) {
 	cs := &nd.cons[ci]
 	w := &nd.win[ci]
-	if p < cs.runPos {
+	back := p < cs.runPos
+	if back {
 		// Never in an epoch's order; rebuilt to stay exact.
 		nd.rebuild(ci)
 		w.q, w.head, w.scan = w.q[:0], 0, p
 	}
 	cs.runPos = p
 	nd.rpos[ci] = p
+	if back {
+		nd.maxRpos = 0
+		for _, r := range nd.rpos {
+			nd.maxRpos = max(nd.maxRpos, r)
+		}
+	} else {
+		nd.maxRpos = max(nd.maxRpos, p)
+	}
 	for w.head < len(w.q) && int64(w.q[w.head].pos) < p {
 		w.head++
 		nd.unref(ci, w.head-1)
@@ -128,15 +163,15 @@ func (nd *node) grow(ci int) {
 		sh, e, ok := cs.shardAtHint(w.scan, &w.hint, &w.runHint)
 		if ok {
 			w.q = append(w.q, wentry{pos: int32(w.scan), shard: int32(sh)})
-			l := nd.wl[sh]
-			if len(l) == cap(l) && int(nd.wlive[sh]) < len(l) {
-				l = nd.compact(l) // drop the dead runs before the list grows
+			wl := &nd.wl[sh]
+			if len(wl.l) == cap(wl.l) && int(wl.live) < len(wl.l) {
+				nd.compact(wl) // drop the dead runs before the list grows
 			}
-			nd.wl[sh] = append(l, wref{pos: int32(w.scan), cons: int32(ci)})
-			nd.wlive[sh]++
-			if nd.wlive[sh] == 1 && nd.vic.has(sh) {
+			wl.insert(wref{pos: int32(w.scan), cons: int32(ci)})
+			wl.live++
+			if wl.live == 1 && nd.vic.has(sh) {
 				nd.vic.set(sh, nd.turnBound(sh)) // unplanned until now
-				nd.wit[sh] = noWitness
+				wl.wit = noWitness
 			}
 		}
 		w.scan = max(e, w.scan+1)
@@ -149,17 +184,16 @@ func (nd *node) grow(ci int) {
 func (nd *node) rebuild(ci int) {
 	w := &nd.win[ci]
 	for _, e := range w.q[w.head:] {
-		sh := int(e.shard)
-		l := nd.wl[sh]
+		wl := &nd.wl[e.shard]
 		n := 0
-		for _, r := range l {
+		for _, r := range wl.l[wl.head:] {
 			if int(r.cons) != ci {
-				l[n] = r
+				wl.l[n] = r
 				n++
 			}
 		}
-		nd.wl[sh] = l[:n]
-		nd.wlive[sh]--
+		wl.l, wl.head = wl.l[:n], 0
+		wl.live--
 	}
 	for _, e := range w.q[w.head:] {
 		if sh := int(e.shard); nd.vic.has(sh) {
@@ -168,17 +202,17 @@ func (nd *node) rebuild(ci int) {
 	}
 }
 
-// compact returns l without its dead runs (see wref), in place.
-func (nd *node) compact(l []wref) []wref {
+// compact drops the dead runs of a list (see wref), in place, in order.
+func (nd *node) compact(wl *wlist) {
 	rpos := nd.rpos
 	n := 0
-	for _, r := range l {
+	for _, r := range wl.l[wl.head:] {
 		if int64(r.pos) >= rpos[r.cons] {
-			l[n] = r
+			wl.l[n] = r
 			n++
 		}
 	}
-	return l[:n]
+	wl.l, wl.head = wl.l[:n], 0
 }
 
 // unref notes that the run q[k] of consumer ci's window left it. Its
@@ -190,16 +224,15 @@ func (nd *node) compact(l []wref) []wref {
 func (nd *node) unref(ci, k int) {
 	w := &nd.win[ci]
 	shard := int(w.q[k].shard)
-	nd.wlive[shard]--
+	wl := &nd.wl[shard]
+	wl.live--
 	if !nd.vic.has(shard) {
-		if l := nd.wl[shard]; len(l) > 2*int(nd.wlive[shard])+8 {
-			nd.wl[shard] = nd.compact(l) // half dead: amortised over the deaths
+		if len(wl.l)-int(wl.head) > 2*int(wl.live)+8 {
+			nd.compact(wl) // half dead: amortised over the deaths
 		}
 		return
 	}
-	if nd.wlive[shard] == 0 {
-		nd.vic.set(shard, nd.turnKey(shard))
-	} else if nd.wit[shard] == witness(int32(ci), w.q[k].pos) {
+	if wl.live == 0 || wl.wit == witness(int32(ci), w.q[k].pos) {
 		nd.vic.set(shard, nd.turnKey(shard))
 	}
 }
@@ -208,36 +241,45 @@ func (nd *node) unref(ci, k int) {
 // and for a planned shard the farthest distance a window holds. First
 // computes the distance when the shard comes first.
 func (nd *node) turnBound(shard int) cache.Candidate {
-	return cache.NewCandidate(nd.wlive[shard] > 0, nd.turnHz, nd.lastUse[shard])
+	return cache.NewCandidate(nd.wl[shard].live > 0, nd.turnHz, nd.lastUse[shard])
 }
 
 // turnKey is shard's candidate key as the real cache computes it where
 // the workers take turns: planned when a consumer's window holds a run of
 // it, at the nearest such run from that consumer's runPos. It notes that
-// run as the shard's witness and drops the list's dead runs.
+// run as the shard's witness and passes the list's leading dead runs.
+//
+// The list is in the order of starts, so the scan stops at the first run
+// whose start is at least the nearest distance found past the farthest
+// runPos (maxRpos): it and every later run are no nearer to any
+// consumer.
 func (nd *node) turnKey(shard int) cache.Candidate {
-	if nd.wlive[shard] == 0 {
-		nd.wl[shard] = nd.wl[shard][:0]
-		nd.wit[shard] = noWitness
+	wl := &nd.wl[shard]
+	if wl.live == 0 {
+		wl.l, wl.head, wl.wit = wl.l[:0], 0, noWitness
 		return cache.NewCandidate(false, 0, nd.lastUse[shard])
 	}
-	l := nd.wl[shard]
-	rpos := nd.rpos
+	l := wl.l
+	rpos, far := nd.rpos, nd.maxRpos
 	d, wit := int64(math.MaxInt64), int64(noWitness)
-	n := 0
-	for _, r := range l {
-		x := int64(r.pos) - rpos[r.cons]
-		if x < 0 {
-			continue // dead
+	for k := int(wl.head); k < len(l); k++ {
+		r := l[k]
+		p := int64(r.pos)
+		if p-far >= d {
+			break
 		}
-		l[n] = r
-		n++
+		x := p - rpos[r.cons]
+		if x < 0 {
+			if k == int(wl.head) {
+				wl.head++ // dead, and first
+			}
+			continue
+		}
 		if x < d {
 			d, wit = x, witness(r.cons, r.pos)
 		}
 	}
-	nd.wl[shard] = l[:n]
-	nd.wit[shard] = wit
+	wl.wit = wit
 	return cache.NewCandidate(true, d, nd.lastUse[shard])
 }
 
