@@ -133,3 +133,8 @@ func parseF(path string, row int, s string) (float64, error) {
 	}
 	return v, nil
 }
+
+// WriteCSV writes r's summary.csv, steps.csv and (when r has GPU readings)
+// gpu.csv to dir, the files Plot reads, as Run does; a gpu.csv already
+// there is removed when r has none. It returns the files written.
+func WriteCSV(dir string, r *Result) ([]string, error) { return writeCSVs(dir, r) }

@@ -75,6 +75,13 @@ type Report struct {
 	StoreRequests int64 `json:"store_requests"`
 	// PeakCacheBytes is the largest node's peak.
 	PeakCacheBytes int64 `json:"peak_cache_bytes"`
+	// StepStartsS holds each step's start (when it began to wait for its
+	// batch) from the start of the iteration, StepWaitsS the run's wait
+	// for it (the slowest node's) and StepSamples its samples over the
+	// simulated nodes (Config.KeepSteps).
+	StepStartsS []float64 `json:"step_starts_s,omitempty"`
+	StepWaitsS  []float64 `json:"step_waits_s,omitempty"`
+	StepSamples []int64   `json:"step_samples,omitempty"`
 }
 
 // Run plays the configuration on a virtual clock: the real planner's
@@ -152,6 +159,7 @@ func Run(ctx context.Context, c *Config) (*Report, error) {
 			}
 			ready := t
 			rs := stp.step(s, t)
+			var stepSamples int64
 			for i, nd := range nodes {
 				r := rs[i]
 				w := math.Max(r-t, 0)
@@ -165,10 +173,17 @@ func Run(ctx context.Context, c *Config) (*Report, error) {
 				if c.KeepSteps {
 					nd.rep.StepWaitsS = append(nd.rep.StepWaitsS, w)
 				}
-				nd.rep.Samples += nd.sc.StepStart(s+1) - nd.sc.StepStart(s)
+				n := nd.sc.StepStart(s+1) - nd.sc.StepStart(s)
+				nd.rep.Samples += n
+				stepSamples += n
 				ready = math.Max(ready, r)
 			}
 			w := ready - t
+			if c.KeepSteps {
+				rep.StepStartsS = append(rep.StepStartsS, t-start)
+				rep.StepWaitsS = append(rep.StepWaitsS, w)
+				rep.StepSamples = append(rep.StepSamples, stepSamples)
+			}
 			if first {
 				rep.TimeToFirstBatchS = w
 				first = false

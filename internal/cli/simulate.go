@@ -49,6 +49,11 @@ type simulateFlags struct {
 	searchLimit              bool
 	asJSON                   bool
 	stepsCSV                 string
+	partitionAlgo            string
+	epochSize                string
+	maxMemory                string
+	plotDir, plotFormat      string
+	store                    storeFlags
 }
 
 func newSimulateCommand(e *env) *cobra.Command {
@@ -79,16 +84,19 @@ it. --rank-iterator models sluice stream (one iterator per rank) instead of
 the agent (one per DataLoader worker); --prefetch-factor is the DataLoader's
 prefetch_factor (batches a worker may read ahead of the training loop).`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: storeRunE(&f.store, func(cmd *cobra.Command, args []string) error {
 			return runSimulate(cmd.Context(), e, &f, args)
-		},
+		}),
 	}
+	addStoreFlags(cmd, &f.store)
 	fl := cmd.Flags()
 	fl.BoolVar(&f.shuffle, "shuffle", false, "shuffle the samples")
 	fl.StringVar(&f.shuffleAlgo, "shuffle-algo", plan.AlgoPy1e, "shuffle algorithm: naive, py1s, py2s, py1br, py1e or py1b")
 	fl.Int64Var(&f.shuffleSeed, "shuffle-seed", plan.DefaultShuffleSeed, "shuffle seed")
 	fl.Int64Var(&f.shuffleBlockSize, "shuffle-block-size", 0, "shuffle block size (0: max(4000000/NCN, 262144))")
 	fl.IntVar(&f.numCanonicalNodes, "num-canonical-nodes", 0, "canonical nodes (0: MosaicML's default)")
+	fl.StringVar(&f.partitionAlgo, "partition-algo", "relaxed", "partition algorithm: orig or relaxed")
+	fl.StringVar(&f.epochSize, "epoch-size", "", `samples per epoch ("100k", "1.5m"; default: all)`)
 	fl.IntVar(&f.batchSize, "batch-size", 0, "per-device batch size (required)")
 	fl.IntVar(&f.nodes, "nodes", 1, "physical nodes")
 	fl.IntVar(&f.ranks, "ranks-per-node", 1, "ranks (devices) per node")
@@ -97,7 +105,7 @@ prefetch_factor (batches a worker may read ahead of the training loop).`,
 	fl.IntVar(&f.predownload, "predownload", 0, "samples each consumer prefetches ahead (0: stream's default, the larger of 8×batch size and the prefetch concurrency × the average shard)")
 	fl.IntVar(&f.concurrency, "prefetch-concurrency", 0, "concurrent prefetches per consumer (0: 8)")
 	fl.IntVar(&f.prefetchFactor, "prefetch-factor", 0, "batches each DataLoader worker may read ahead of the training loop, as torch's prefetch_factor (0: 2, its default; unused with --rank-iterator)")
-	fl.StringVar(&f.cacheLimit, "cache-limit", "", `cache limit per node ("200gb"; default: none)`)
+	fl.StringVar(&f.cacheLimit, "cache-limit", "", `cache limit per node ("200gb"; 0 or none: no limit, the default); one below what the real cache accepts for the run (the index plus every consumer's leased shards and one being fetched) is refused, as the real cache refuses it`)
 	fl.BoolVar(&f.keepZip, "keep-zip", false, "keep compressed shards in the cache after decompressing")
 	fl.StringVar(&f.shardSizes, "shard-sizes", "", "comma-separated shard sample counts (instead of a dataset)")
 	fl.IntVar(&f.shards, "shards", 0, "number of equal shards (with --samples, instead of a dataset)")
@@ -105,16 +113,19 @@ prefetch_factor (batches a worker may read ahead of the training loop).`,
 	fl.StringVar(&f.sampleBytes, "sample-bytes", "1kb", "bytes per sample without a dataset")
 	fl.StringVar(&f.stepTime, "step-time", "0s", `compute time per step: "500ms", "normal:500ms,50ms" or "uniform:400ms,600ms"`)
 	fl.DurationVar(&f.latency, "latency", 0, "store latency per request (time to first byte)")
-	fl.StringVar(&f.bwNode, "bandwidth-per-node", "", `download rate of one node in bytes/s ("1.25gb"; default: unlimited)`)
-	fl.StringVar(&f.bwTotal, "bandwidth-total", "", `download rate of the store for all nodes in bytes/s (default: unlimited)`)
+	fl.StringVar(&f.bwNode, "bandwidth-per-node", "", `download rate of one node in bytes/s ("1.25gb"; default or none: unlimited)`)
+	fl.StringVar(&f.bwTotal, "bandwidth-total", "", `download rate of the store for all nodes in bytes/s (default or none: unlimited)`)
 	fl.DurationVar(&f.decodeCost, "decode-cost", 0, "CPU time per sample in a DataLoader worker")
 	fl.DurationVar(&f.workerStart, "worker-start", 40*time.Millisecond, "time from the training loop's start until each DataLoader worker sends its first request, every epoch (the Python client's process start and agent handshake; 30-45 ms measured at load ~4, more on a loaded machine; unused with --rank-iterator)")
 	fl.BoolVar(&f.rankIterator, "rank-iterator", false, "model sluice stream (one iterator per rank) instead of the agent")
 	fl.BoolVar(&f.orderAdmissions, "order-admissions", false, "model stream's OrderAdmissions (StreamingDataset(order_admissions=True)): under a cache limit a rank's DataLoader workers take their shard changes in turn, in the training loop's order (downloads then exact)")
-	fl.StringVar(&f.vary, "vary", "", "compare settings: KEY=V1,V2,...")
+	fl.StringVar(&f.vary, "vary", "", fmt.Sprintf("compare settings: KEY=V1,V2,... (at most %d values)", simMaxVary))
 	fl.BoolVar(&f.searchLimit, "search-min-cache", false, "search the smallest cache limit with no stall (on node 0)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the reports as JSON")
 	fl.StringVar(&f.stepsCSV, "steps-csv", "", "write every step's input wait per node to this CSV file")
+	fl.StringVar(&f.plotDir, "plot", "", "write summary.csv and steps.csv (sluice bench's columns, one configuration per --vary setting) to this directory and draw sluice plot's charts there")
+	fl.StringVar(&f.plotFormat, "plot-format", "png", "chart format with --plot: png or svg")
+	fl.StringVar(&f.maxMemory, "max-memory", simDefaultMaxMemory, "refuse a simulation estimated to take more memory than this (about 160 bytes per sample, plus per node, shard and worker)")
 	return cmd
 }
 
@@ -138,6 +149,13 @@ func runSimulate(ctx context.Context, e *env, f *simulateFlags, args []string) e
 	if err != nil {
 		return err
 	}
+	maxMem, err := stream.ParseBytes(f.maxMemory)
+	if err != nil {
+		return fmt.Errorf("simulate: --max-memory: %w", err)
+	}
+	if f.plotFormat != "png" && f.plotFormat != "svg" {
+		return fmt.Errorf("simulate: --plot-format %q: want png or svg", f.plotFormat)
+	}
 	key, values := "", []string{""}
 	if f.vary != "" {
 		k, v, ok := strings.Cut(f.vary, "=")
@@ -145,21 +163,49 @@ func runSimulate(ctx context.Context, e *env, f *simulateFlags, args []string) e
 			return fmt.Errorf("simulate: --vary %q: want KEY=V1,V2 (comma-separated values)", f.vary)
 		}
 		key, values = k, strings.Split(v, ",")
+		if len(values) > simMaxVary {
+			return fmt.Errorf("simulate: --vary %s: %d values, at most %d (each is a whole simulation)", key, len(values), simMaxVary)
+		}
 	}
-	var runs []simulateRun
-	for _, v := range values {
+	// Every setting is checked before the first is played.
+	configs := make([]sim.Config, len(values))
+	for i, v := range values {
 		c := *base
 		setting := ""
 		if key != "" {
+			if strings.TrimSpace(v) == "" {
+				return fmt.Errorf("simulate: --vary %s: value %d of %d is empty", key, i+1, len(values))
+			}
 			if err := applyVary(&c, key, v); err != nil {
 				return err
 			}
 			setting = key + "=" + v
 		}
-		c.KeepSteps = f.stepsCSV != ""
+		c.KeepSteps = f.stepsCSV != "" || f.plotDir != ""
+		if err := checkSimulateConfig(&c, maxMem, setting); err != nil {
+			return err
+		}
+		if note := simAgentNote(&c); note != "" {
+			if setting != "" {
+				note = setting + ": " + note
+			}
+			fmt.Fprintln(e.stderr, note)
+		}
+		configs[i] = c
+	}
+	var runs []simulateRun
+	for i, v := range values {
+		c := configs[i]
+		setting := ""
+		if key != "" {
+			setting = key + "=" + v
+		}
 		start := time.Now()
 		rep, err := sim.Run(ctx, &c)
 		if err != nil {
+			if setting != "" {
+				return fmt.Errorf("simulate: --vary %s: %w", setting, err)
+			}
 			return err
 		}
 		run := simulateRun{Setting: setting, Report: rep}
@@ -170,6 +216,12 @@ func runSimulate(ctx context.Context, e *env, f *simulateFlags, args []string) e
 			if run.Search, err = sim.MinCacheLimit(ctx, &sc); err != nil {
 				return err
 			}
+			// The model's search starts at 2 shards per consumer, where
+			// the agent wants 3: modelling the agent, no limit it
+			// refuses is reported.
+			if _, least, _, _ := simLeastLimits(&sc); !sc.RankIterator && float64(run.Search.Limit) < least {
+				run.Search.Limit = int64(least)
+			}
 		}
 		run.CPUS = time.Since(start).Seconds()
 		runs = append(runs, run)
@@ -177,6 +229,19 @@ func runSimulate(ctx context.Context, e *env, f *simulateFlags, args []string) e
 	if f.stepsCSV != "" {
 		if err := writeStepsCSV(f.stepsCSV, runs); err != nil {
 			return err
+		}
+	}
+	if f.plotDir != "" {
+		files, err := plotSimulation(f.plotDir, f.plotFormat, runs)
+		if err != nil {
+			return err
+		}
+		if !f.asJSON {
+			defer func() {
+				for _, p := range files {
+					fmt.Fprintf(e.stdout, "wrote %s\n", p)
+				}
+			}()
 		}
 	}
 	if f.asJSON {
@@ -245,7 +310,7 @@ func simulateDataset(ctx context.Context, e *env, f *simulateFlags, args []strin
 	var sizes []int64
 	if f.shardSizes != "" {
 		if sizes, err = parseShardSizes(f.shardSizes); err != nil {
-			return nil, "", err
+			return nil, "", fmt.Errorf("simulate: %w", err)
 		}
 	} else {
 		if f.shards <= 0 || f.samples == "" {
@@ -266,6 +331,9 @@ func simulateDataset(ctx context.Context, e *env, f *simulateFlags, args []strin
 			}
 		}
 	}
+	if err := checkUniformSizes(sizes, per); err != nil {
+		return nil, "", err
+	}
 	// index.json holds about 400 bytes per shard.
 	d := sim.UniformDataset(sizes, per, int64(400*len(sizes)))
 	return &d, "(synthetic)", nil
@@ -280,7 +348,7 @@ func readIndexFile(ctx context.Context, e *env, src string) ([]byte, string, err
 		} else if fi.IsDir() {
 			name = src + string(os.PathSeparator) + format.IndexFile
 		}
-		data, err := readFileLimited(name, maxIndexBytes)
+		data, err := readFileLimited(name, stream.DefaultMaxIndexBytes)
 		if err != nil {
 			return nil, "", fmt.Errorf("simulate: %w", err)
 		}
@@ -291,7 +359,7 @@ func readIndexFile(ctx context.Context, e *env, src string) ([]byte, string, err
 		return nil, "", fmt.Errorf("simulate: %w", err)
 	}
 	defer d.Close()
-	data, err := storage.ReadAll(ctx, d.bucket, format.IndexFile, maxIndexBytes)
+	data, err := storage.ReadAll(ctx, d.bucket, format.IndexFile, stream.DefaultMaxIndexBytes)
 	if err != nil {
 		return nil, "", fmt.Errorf("simulate: %w", err)
 	}
@@ -304,7 +372,8 @@ func simulateConfig(f *simulateFlags, ds *sim.Dataset) (*sim.Config, error) {
 	c := &sim.Config{
 		Dataset: *ds,
 		Plan: plan.Options{Shuffle: f.shuffle, ShuffleAlgo: f.shuffleAlgo, ShuffleSeed: &seed,
-			ShuffleBlockSize: f.shuffleBlockSize, NumCanonicalNodes: f.numCanonicalNodes, BatchSize: f.batchSize},
+			ShuffleBlockSize: f.shuffleBlockSize, NumCanonicalNodes: f.numCanonicalNodes, BatchSize: f.batchSize,
+			PartitionAlgo: f.partitionAlgo},
 		Shape:  plan.Shape{Nodes: f.nodes, RanksPerNode: f.ranks, WorkersPerRank: f.workers},
 		Epochs: f.epochs, Predownload: f.predownload, PrefetchConcurrency: f.concurrency,
 		RankIterator: f.rankIterator, DecodeCost: f.decodeCost, PrefetchFactor: f.prefetchFactor,
@@ -312,29 +381,24 @@ func simulateConfig(f *simulateFlags, ds *sim.Dataset) (*sim.Config, error) {
 		Store: sim.Store{Latency: f.latency},
 	}
 	var err error
-	if f.cacheLimit != "" {
-		if c.CacheLimit, err = stream.ParseBytes(f.cacheLimit); err != nil {
-			return nil, fmt.Errorf("simulate: --cache-limit: %w", err)
+	if c.CacheLimit, err = parseSimCacheLimit(f.cacheLimit); err != nil {
+		return nil, fmt.Errorf("simulate: --cache-limit: %w", err)
+	}
+	if f.epochSize != "" {
+		if c.Plan.EpochSize, err = plan.ParseEpochSize(f.epochSize); err != nil {
+			return nil, fmt.Errorf("simulate: --epoch-size: %w", err)
 		}
 	}
 	if c.StepTime, err = sim.ParseStepTime(f.stepTime); err != nil {
 		return nil, fmt.Errorf("simulate: --step-time: %w", err)
 	}
-	if c.Store.BandwidthPerNode, err = parseRate(f.bwNode); err != nil {
+	if c.Store.BandwidthPerNode, err = parseSimRate(f.bwNode); err != nil {
 		return nil, fmt.Errorf("simulate: --bandwidth-per-node: %w", err)
 	}
-	if c.Store.BandwidthTotal, err = parseRate(f.bwTotal); err != nil {
+	if c.Store.BandwidthTotal, err = parseSimRate(f.bwTotal); err != nil {
 		return nil, fmt.Errorf("simulate: --bandwidth-total: %w", err)
 	}
 	return c, nil
-}
-
-func parseRate(s string) (float64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	n, err := stream.ParseBytes(strings.TrimSuffix(strings.ToLower(s), "/s"))
-	return float64(n), err
 }
 
 // applyVary sets one --vary key on c.
@@ -351,11 +415,7 @@ func applyVary(c *sim.Config, key, v string) error {
 	var n int
 	switch key {
 	case "cache_limit":
-		if v == "none" || v == "0" {
-			c.CacheLimit = 0
-		} else {
-			c.CacheLimit, err = stream.ParseBytes(v)
-		}
+		c.CacheLimit, err = parseSimCacheLimit(v)
 	case "shuffle_algo":
 		c.Plan.ShuffleAlgo = v
 	case "shuffle_block_size":
@@ -383,7 +443,7 @@ func applyVary(c *sim.Config, key, v string) error {
 	case "step_time":
 		c.StepTime, err = sim.ParseStepTime(v)
 	case "bandwidth_per_node":
-		c.Store.BandwidthPerNode, err = parseRate(v)
+		c.Store.BandwidthPerNode, err = parseSimRate(v)
 	default:
 		return fmt.Errorf("simulate: --vary: unknown key %q", key)
 	}
