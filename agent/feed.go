@@ -375,34 +375,11 @@ func (fi *feedIter) assemble(batch []location, recs [][]byte) (agentapi.FeedBatc
 			}
 			continue
 		}
-		// A large record: its column lengths first, then small columns
-		// into scratch and large ones later straight into the batch.
-		head := min(int64(4*p.nvar), l.length)
-		if err := readFull(f, rec[:head], l.offset); err != nil {
-			return agentapi.FeedBatch{}, 0, fmt.Errorf("agent: feed: read sample %d from %s: %w", l.sample, l.path, err)
-		}
-		spans, err := p.spans(rec[:head], l.length)
-		if err != nil {
-			return agentapi.FeedBatch{}, 0, fmt.Errorf("agent: feed: sample %d of %s: %w", l.sample, l.path, err)
-		}
+		// A large record: small columns into scratch, large values later
+		// straight into the batch (readLarge).
 		values[i] = make([][]byte, ncol)
-		for k, sp := range spans {
-			if sp[1] >= directMin/2 && p.cols[k].transform == nil {
-				if int64(len(fi.hole)) < sp[1] {
-					fi.hole = make([]byte, sp[1])
-				}
-				values[i][k] = fi.hole[:sp[1]:sp[1]]
-				if srcs == nil {
-					srcs = make([]feedSrc, len(batch)*ncol)
-				}
-				srcs[i*ncol+k] = feedSrc{f: f, off: l.offset + sp[0]}
-				continue
-			}
-			v := rec[sp[0] : sp[0]+sp[1] : sp[0]+sp[1]]
-			if err := readFull(f, v, l.offset+sp[0]); err != nil {
-				return agentapi.FeedBatch{}, 0, fmt.Errorf("agent: feed: read sample %d from %s: %w", l.sample, l.path, err)
-			}
-			values[i][k] = v
+		if srcs, err = fi.readLarge(p, f, l, rec, values[i], srcs, i*ncol, len(batch)*ncol); err != nil {
+			return agentapi.FeedBatch{}, 0, fmt.Errorf("agent: feed: sample %d of %s: %w", l.sample, l.path, err)
 		}
 	}
 	fi.closeFiles(used)
