@@ -157,7 +157,7 @@ func (nd *node) evictFirst() int64 {
 	if nd.c.onEvict != nil {
 		nd.c.onEvict(nd, s)
 	}
-	b := nd.c.Dataset.Shards[s].CachedBytes
+	b := nd.shards[s].CachedBytes
 	nd.evict(s)
 	return b
 }
@@ -175,7 +175,7 @@ func (nd *node) track() {
 }
 
 func (nd *node) evict(shard int) {
-	nd.usage -= nd.c.Dataset.Shards[shard].CachedBytes
+	nd.usage -= nd.shards[shard].CachedBytes
 	nd.state[shard] = absent
 	nd.vic.remove(shard)
 	nd.evictions++

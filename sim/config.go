@@ -176,6 +176,9 @@ type Config struct {
 	// stepGroups, when set (tests), is the number of goroutines playing
 	// the nodes' steps (0: GOMAXPROCS, at most one per two nodes).
 	stepGroups int
+	// shardsInOrder, when set (tests), numbers every node's shards as
+	// the dataset does (node.local) instead of in the order it meets them.
+	shardsInOrder bool
 }
 
 func (c *Config) validate() error {

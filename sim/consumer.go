@@ -104,7 +104,7 @@ func (nd *node) newConsumers() {
 			from, to := nd.part(s, cs.rank)
 			cs.locals = append(cs.locals, int32(n))
 			if cs.firstShard < 0 && to > from {
-				cs.firstShard = nd.sc.ShardAt(from)
+				cs.firstShard = int(nd.lid[nd.sc.ShardAt(from)])
 			}
 			n += to - from
 		}
@@ -229,7 +229,7 @@ func (nd *node) pump(ci int, t float64) {
 				// walk's, from its position.
 				dist = max(at-cs.pos, 1)
 			}
-			if !nd.reserve(nd.c.Dataset.Shards[sh].Footprint, dist, false) {
+			if !nd.reserve(nd.shards[sh].Footprint, dist, false) {
 				if nd.ordered() {
 					// The refused fetch ends, which the cache signals
 					// as it does every fetch's end: its memo of the

@@ -84,6 +84,7 @@ func TestPerConsumerPrefetch(t *testing.T) {
 	var first []int
 	before := make([]int, len(want))
 	c.onPrefetch = func(nd *node, ci int, at int64, shard int) {
+		shard = int(nd.gid[shard]) // the dataset's index
 		if !nd.cons[ci].out {
 			first = append(first, shard)
 			if shard != want[ci][0] {
@@ -112,6 +113,7 @@ func TestPerConsumerPrefetch(t *testing.T) {
 	c = consumerConfig(1000 + 24*600)
 	var n int
 	c.onPrefetch = func(nd *node, ci int, at int64, shard int) {
+		shard = int(nd.gid[shard]) // the dataset's index
 		n++
 		cs := &nd.cons[ci]
 		if got := want[ci][at]; got != shard {

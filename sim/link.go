@@ -1,9 +1,6 @@
 package sim
 
-import (
-	"container/heap"
-	"math"
-)
+import "math"
 
 // This file is a node's store link: the fetches started, put on the link
 // in order (flush), their completions (advance, complete) and the demand
@@ -17,27 +14,62 @@ type pend struct {
 	origin int32
 }
 
+// event is a fetch's completion: when, and the shard (local, and its
+// index in the dataset, which orders completions at one time).
 type event struct {
-	at    float64
-	shard int
+	at         float64
+	shard, gid int32
 }
 
+// eventHeap is a binary heap of completions, earliest first (ties by the
+// shard's index in the dataset).
 type eventHeap []event
 
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(i, j int) bool {
+func (h eventHeap) less(i, j int) bool {
 	if h[i].at != h[j].at {
 		return h[i].at < h[j].at
 	}
-	return h[i].shard < h[j].shard
+	return h[i].gid < h[j].gid
 }
-func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+
+// push adds e.
+func (h *eventHeap) push(e event) {
+	*h = append(*h, e)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !q.less(i, p) {
+			break
+		}
+		q[i], q[p] = q[p], q[i]
+		i = p
+	}
+}
+
+// pop removes and returns the earliest completion (the heap is not empty).
+func (h *eventHeap) pop() event {
+	q := *h
+	e := q[0]
+	n := len(q) - 1
+	q[0] = q[n]
+	q = q[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && q.less(r, l) {
+			m = r
+		}
+		if !q.less(m, i) {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	*h = q
+	return e
 }
 
 // transferEnd returns when a request of b bytes sent at t completes, and
@@ -55,8 +87,8 @@ func (nd *node) transferEnd(t float64, b int64) float64 {
 // advance processes the downloads that complete up to t.
 func (nd *node) advance(t float64) {
 	for nd.flush(); len(nd.events) > 0 && nd.events[0].at <= t; nd.flush() {
-		ev := heap.Pop(&nd.events).(event)
-		nd.complete(ev.shard)
+		ev := nd.events.pop()
+		nd.complete(int(ev.shard))
 		nd.pumpWoken(ev.at)
 	}
 	nd.pumpWoken(t)
@@ -78,7 +110,7 @@ func (nd *node) pumpWoken(t float64) {
 }
 
 func (nd *node) complete(shard int) {
-	sh := &nd.c.Dataset.Shards[shard]
+	sh := &nd.shards[shard]
 	nd.state[shard] = present
 	nd.usage += sh.CachedBytes - sh.Footprint
 	for _, o := range nd.owners[shard] {
@@ -105,7 +137,7 @@ func (nd *node) complete(shard int) {
 // fetch starts a download of shard at t for consumer origin. Its
 // completion time is set by flush.
 func (nd *node) fetch(shard int, t float64, demand bool, origin int) {
-	sh := &nd.c.Dataset.Shards[shard]
+	sh := &nd.shards[shard]
 	nd.state[shard] = inFlight
 	nd.demand[shard] = demand
 	nd.usage += sh.Footprint
@@ -135,7 +167,7 @@ func (nd *node) flush() {
 		j, sum, first := i, 0.0, 0.0
 		var e float64
 		for ; j < len(p) && p[j].t == p[i].t && p[j].origin == p[i].origin; j++ {
-			e = nd.transferEnd(p[j].t, nd.c.Dataset.Shards[p[j].shard].StoredBytes)
+			e = nd.transferEnd(p[j].t, nd.shards[p[j].shard].StoredBytes)
 			if j == i {
 				first = e
 			}
@@ -145,7 +177,7 @@ func (nd *node) flush() {
 		nd.bursts++
 		for k := i; k < j; k++ {
 			nd.arr[p[k].shard] = a
-			heap.Push(&nd.events, event{at: a.done, shard: p[k].shard})
+			nd.events.push(event{at: a.done, shard: int32(p[k].shard), gid: nd.gid[p[k].shard]})
 		}
 		i = j
 	}
@@ -182,10 +214,10 @@ func (a *arrival) wait(m int) float64 {
 // for in-flight downloads to make room when the cache is full (as a
 // demand reservation waits for space).
 func (nd *node) demandFetch(sh int, t float64, origin int) {
-	n := nd.c.Dataset.Shards[sh].Footprint
+	n := nd.shards[sh].Footprint
 	for nd.flush(); !nd.reserve(n, 0, true) && len(nd.events) > 0; nd.flush() {
-		ev := heap.Pop(&nd.events).(event)
-		nd.complete(ev.shard)
+		ev := nd.events.pop()
+		nd.complete(int(ev.shard))
 		t = math.Max(t, ev.at)
 	}
 	if nd.limit > 0 && nd.usage+n > nd.limit {

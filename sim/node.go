@@ -28,6 +28,15 @@ type node struct {
 	lat   float64
 	limit int64
 
+	// Shards are numbered per node (local), in the order the node first
+	// meets them, so that the per-shard tables hold only the node's
+	// shards, close together (a node reads ~1/20 of the seed's): gid is
+	// each local shard's index in the dataset, lid the reverse (-1: not
+	// met yet), shards its sizes. Every table below is by local shard.
+	gid    []int32
+	lid    []int32
+	shards []Shard
+
 	// per shard
 	state   []uint8
 	arr     []arrival // when each shard's last fetch completes (flush)
@@ -116,17 +125,20 @@ type node struct {
 }
 
 func newNode(c *Config, id int) *node {
-	n := len(c.Dataset.Shards)
 	nd := &node{
 		c: c, id: id, bw: c.bandwidth(c.Shape.Nodes), lat: c.Store.Latency.Seconds(), limit: c.CacheLimit,
-		state: make([]uint8, n), arr: make([]arrival, n), lastUse: make([]int64, n),
-		leased: make([]int32, n), demand: make([]bool, n), use: make([]int64, n),
-		owners:     make([][]int32, n),
-		runAt:      make([]int32, n),
-		vic:        newVictims(n),
+		lid:        make([]int32, len(c.Dataset.Shards)),
 		workerFree: make([]float64, c.Shape.WorkersPerRank),
 		taken:      make([]float64, max(c.readAhead(), 1)),
 		cur:        make([]leases, c.Shape.WorkersPerRank+2),
+	}
+	for i := range nd.lid {
+		nd.lid[i] = -1
+	}
+	if c.shardsInOrder {
+		for g := range nd.lid {
+			nd.local(g)
+		}
 	}
 	nd.turns = takesTurns(c)
 	if nd.turns {
@@ -160,6 +172,9 @@ func prefetchBudget(c *Config, consumers int) int {
 func (nd *node) beginEpoch(sc *plan.Schedule) {
 	nd.sc = sc
 	nd.runs = sc.Runs()
+	for i := range nd.runs {
+		nd.runs[i].Shard = nd.local(nd.runs[i].Shard)
+	}
 	nd.nextSame = nextSame(nd.runs, nd.runAt, nd.nextSame)
 	if cap(nd.consumed) < len(nd.runs) {
 		nd.consumed = make([]bool, len(nd.runs))
@@ -183,11 +198,33 @@ func (nd *node) beginEpoch(sc *plan.Schedule) {
 	}
 	all := nd.vic.all()
 	for _, s := range all {
-		nd.use[s] = sc.NextUse(int(s), 0)
+		nd.use[s] = sc.NextUse(int(nd.gid[s]), 0)
 	}
 	for _, s := range all {
 		nd.vic.set(int(s), nd.candidate(int(s)))
 	}
+}
+
+// local returns the local number of dataset shard g, numbering it and
+// growing the per-shard tables when the node meets it first.
+func (nd *node) local(g int) int {
+	if l := nd.lid[g]; l >= 0 {
+		return int(l)
+	}
+	l := len(nd.gid)
+	nd.lid[g] = int32(l)
+	nd.gid = append(nd.gid, int32(g))
+	nd.shards = append(nd.shards, nd.c.Dataset.Shards[g])
+	nd.state = append(nd.state, absent)
+	nd.arr = append(nd.arr, arrival{})
+	nd.lastUse = append(nd.lastUse, 0)
+	nd.leased = append(nd.leased, 0)
+	nd.demand = append(nd.demand, false)
+	nd.owners = append(nd.owners, nil)
+	nd.use = append(nd.use, 0)
+	nd.runAt = append(nd.runAt, -1)
+	nd.vic.add(int32(g))
+	return l
 }
 
 // nextSame returns, per run, the index of the next run of the same shard

@@ -3,8 +3,8 @@ package sim
 import "github.com/sluicedata/sluice/cache"
 
 // victims is a node's eviction candidates (present, unleased shards) in
-// the cache policy's order (cache.CompareCandidates, ties by shard index
-// as the cache's stable sort over a dataset's shards): an indexed binary
+// the cache policy's order (cache.CompareCandidates, ties by the shards'
+// index in the dataset, as the cache's stable sort over its shards): an indexed binary
 // heap, so that choosing a victim costs O(log n) instead of a scan of the
 // whole cache. A planned candidate's Dist is held as its absolute next-use
 // position: every planned distance is measured from the same position, so
@@ -16,21 +16,23 @@ import "github.com/sluicedata/sluice/cache"
 type victims struct {
 	key  []cache.Candidate // per shard
 	at   []int32           // per shard: index in heap, -1 if not a candidate
+	gid  []int32           // per shard: its index in the dataset (node.gid)
 	heap []victim
 }
 
-// victim is a heap entry: a shard and its key.
+// victim is a heap entry: a shard, its index in the dataset (the order of
+// ties) and its key.
 type victim struct {
-	k     cache.Candidate
-	shard int32
+	k          cache.Candidate
+	shard, gid int32
 }
 
-func newVictims(shards int) victims {
-	v := victims{key: make([]cache.Candidate, shards), at: make([]int32, shards)}
-	for i := range v.at {
-		v.at[i] = -1
-	}
-	return v
+// add makes room for the next shard (node.local), whose index in the
+// dataset is g.
+func (v *victims) add(g int32) {
+	v.key = append(v.key, cache.Candidate{})
+	v.at = append(v.at, -1)
+	v.gid = append(v.gid, g)
 }
 
 func (v *victims) less(i, j int) bool {
@@ -38,7 +40,7 @@ func (v *victims) less(i, j int) bool {
 	if c := cache.CompareCandidates(a.k, b.k); c != 0 {
 		return c < 0
 	}
-	return a.shard < b.shard
+	return a.gid < b.gid
 }
 
 func (v *victims) swap(i, j int) {
@@ -86,7 +88,7 @@ func (v *victims) set(shard int, k cache.Candidate) {
 	i := int(v.at[shard])
 	if i < 0 {
 		i = len(v.heap)
-		v.heap = append(v.heap, victim{k: k, shard: int32(shard)})
+		v.heap = append(v.heap, victim{k: k, shard: int32(shard), gid: v.gid[shard]})
 		v.at[shard] = int32(i)
 		v.up(i)
 		return

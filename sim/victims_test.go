@@ -14,7 +14,7 @@ import (
 // (Schedule.NextUse), and if a consumer read that run ahead, the next run
 // of the shard not read.
 func refNextUse(nd *node, shard int, pos int64) int64 {
-	u := nd.sc.NextUse(shard, pos)
+	u := nd.sc.NextUse(int(nd.gid[shard]), pos)
 	if u < 0 {
 		return u
 	}
@@ -41,7 +41,7 @@ func bruteVictim(nd *node) (int, cache.Candidate) {
 		// The plan's next use, past the runs a consumer read ahead.
 		u := refNextUse(nd, sh, nd.pos)
 		k := cache.NewCandidate(u >= 0 && u-nd.pos <= nd.horizon, u-nd.pos, nd.lastUse[sh])
-		if best < 0 || cache.CompareCandidates(k, bestKey) < 0 {
+		if c := cache.CompareCandidates(k, bestKey); best < 0 || c < 0 || (c == 0 && nd.gid[sh] < nd.gid[best]) {
 			best, bestKey = sh, k
 		}
 	}
@@ -110,7 +110,7 @@ func TestVictimsMatchFullScan(t *testing.T) {
 						stale++
 					}
 				}
-				if c := cache.CompareCandidates(fresh, wk); c != 0 || (want < victim) {
+				if c := cache.CompareCandidates(fresh, wk); c != 0 || nd.gid[want] < nd.gid[victim] {
 					t.Errorf("node %d at %d: evicts shard %d (%+v), a full scan %d (%+v)", nd.id, nd.pos, victim, fresh, want, wk)
 				}
 				checked++
@@ -143,7 +143,7 @@ func refTurnVictim(nd *node) (int, cache.Candidate, []int64) {
 			continue
 		}
 		k := cache.NewCandidate(dist[sh] >= 0, dist[sh], nd.lastUse[sh])
-		if best < 0 || cache.CompareCandidates(k, bestKey) < 0 {
+		if c := cache.CompareCandidates(k, bestKey); best < 0 || c < 0 || (c == 0 && nd.gid[sh] < nd.gid[best]) {
 			best, bestKey = sh, k
 		}
 	}
