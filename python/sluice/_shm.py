@@ -15,13 +15,16 @@ behind, and the agent holds no lease for a batch once it is sent.
 
 ``Collator`` turns a batch into what torch's default_collate makes of the
 same samples, with zero copies for the collated columns (torch tensors
-viewing the slot, which they keep from reuse); ``samples`` yields
-per-sample dicts equal to what the mapped-shard path decodes.
+viewing the slot, which they keep from reuse) and for encoded_tensors
+columns (a list of 1-D uint8 tensors, one torch.split of the column's
+bytes in the slot; sluice._encoded); ``samples`` yields per-sample dicts
+equal to what the mapped-shard path decodes.
 
 ``SLUICE_SHM`` chooses: ``auto`` (default) lets StreamingDataLoader's
 threaded feed take the agent's batches where that measured faster (a
 fixed-shape ndarray column, or an in-agent column transform: decode_images
-where the agent decodes them, see agent_decodes); ``on`` uses
+where the agent decodes them, see agent_decodes) or where the batch's
+column views them (encoded_tensors); ``on`` uses
 them wherever they are equivalent, also per sample in DataLoader worker
 processes; ``off`` never.
 """

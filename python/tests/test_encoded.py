@@ -398,5 +398,35 @@ class EncodedTest(helpers.AgentCase):
         self.assertEqual(bytes(ds[3]["jpg"].numpy()), self.truth[3])
 
 
+BENCH = os.path.join(helpers.ROOT, "python", "bench", "encoded.py")
+
+
+@unittest.skipIf(torch is None or not os.path.exists(BENCH), "needs torch, numpy and the source tree")
+class EncodedBenchTest(unittest.TestCase):
+    def test_bench_runs_and_guards_every_row(self):
+        """python/bench/encoded.py on tiny epochs: every row (4 paths x 2
+        batch sizes x 2 value sizes) printed beside its guard (samples, id
+        sum, MB), which the script checked."""
+        import re
+        import shutil
+        import subprocess
+        import sys
+        import tempfile
+
+        tmp = tempfile.mkdtemp(prefix="sluice-encbench-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        env = dict(os.environ, SLUICE_BIN=helpers.binary(), SLUICE_AGENT_DIR=os.path.join(tmp, "agent"), TMPDIR=tmp)
+        n, m = 96, 40
+        r = subprocess.run([sys.executable, BENCH, "--rounds", "1", "--small", str(n), "--large", str(m), "--batch",
+                            "8", "--batch", "32", "--work", os.path.join(tmp, "work")], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+        self.assertEqual(r.returncode, 0, r.stdout[-3000:])
+        rows = re.findall(r"^  ~(25|100) KB\s+(\d+)\s+.*?\s(\d+) / (\d+) / [\d.]+$", r.stdout, re.M)
+        self.assertEqual(len(rows), 2 * 2 * 4, r.stdout)
+        for kb, _, cnt, ids in rows:
+            k = n if kb == "25" else m
+            self.assertEqual((int(cnt), int(ids)), (k, k * (k - 1) // 2), r.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()
