@@ -44,7 +44,7 @@ func (nd *node) offer(shard int) {
 func (nd *node) nextUse(shard int, pos int64) int64 {
 	runs := nd.runs
 	k := nd.runAt[shard]
-	for k >= 0 && runs[k].Start+runs[k].Len <= pos {
+	for k >= 0 && runs[k].Start()+runs[k].Len() <= pos {
 		k = nd.nextSame[k]
 	}
 	nd.runAt[shard] = k
@@ -60,7 +60,7 @@ func (nd *node) unread(k int, pos int64) int64 {
 	if k < 0 || k >= len(nd.runs) {
 		return -1
 	}
-	return max(nd.runs[k].Start, pos)
+	return max(nd.runs[k].Start(), pos)
 }
 
 // moved updates the candidates' keys after the consumers moved to pos:
@@ -71,31 +71,31 @@ func (nd *node) moved() {
 		return // (taking turns, the windows keep the keys: window.go)
 	}
 	runs, pos := nd.runs, nd.pos
-	for ; nd.useRun < len(runs) && runs[nd.useRun].Start < pos; nd.useRun++ {
+	for ; nd.useRun < len(runs) && runs[nd.useRun].Start() < pos; nd.useRun++ {
 		r := runs[nd.useRun]
-		if !nd.vic.has(r.Shard) || nd.use[r.Shard] >= pos {
-			if r.Start+r.Len > pos {
+		if !nd.vic.has(r.Shard()) || nd.use[r.Shard()] >= pos {
+			if r.Start()+r.Len() > pos {
 				break
 			}
 			continue
 		}
-		if r.Start+r.Len > pos {
+		if r.Start()+r.Len() > pos {
 			// Still in use: its next use moves with pos.
-			nd.use[r.Shard] = nd.unread(nd.useRun, pos)
-			nd.vic.set(r.Shard, nd.candidate(r.Shard))
+			nd.use[r.Shard()] = nd.unread(nd.useRun, pos)
+			nd.vic.set(r.Shard(), nd.candidate(r.Shard()))
 			break
 		}
 		// Passed: the next use is the start of the shard's next run not
 		// read (the first use at or after pos: no run of it lies between).
 		u := nd.unread(int(nd.nextSame[nd.useRun]), pos)
 		if u >= 0 && u < pos {
-			u = nd.nextUse(r.Shard, pos)
+			u = nd.nextUse(r.Shard(), pos)
 		}
-		nd.use[r.Shard] = u
-		nd.vic.set(r.Shard, nd.candidate(r.Shard))
+		nd.use[r.Shard()] = u
+		nd.vic.set(r.Shard(), nd.candidate(r.Shard()))
 	}
-	for ; nd.hzRun < len(runs) && runs[nd.hzRun].Start-pos <= nd.horizon; nd.hzRun++ {
-		if sh := runs[nd.hzRun].Shard; nd.vic.has(sh) && nd.vic.key[sh].Class != cache.Planned && nd.use[sh] >= 0 {
+	for ; nd.hzRun < len(runs) && runs[nd.hzRun].Start()-pos <= nd.horizon; nd.hzRun++ {
+		if sh := runs[nd.hzRun].Shard(); nd.vic.has(sh) && nd.vic.key[sh].Class != cache.Planned && nd.use[sh] >= 0 {
 			nd.vic.set(sh, nd.candidate(sh))
 		}
 	}
@@ -170,8 +170,8 @@ func (nd *node) track() {
 		nd.offer(sh)
 	}
 	runs, pos := nd.runs, nd.pos
-	nd.useRun = sort.Search(len(runs), func(k int) bool { return runs[k].Start+runs[k].Len > pos })
-	nd.hzRun = sort.Search(len(runs), func(k int) bool { return runs[k].Start-pos > nd.horizon })
+	nd.useRun = sort.Search(len(runs), func(k int) bool { return runs[k].Start()+runs[k].Len() > pos })
+	nd.hzRun = sort.Search(len(runs), func(k int) bool { return runs[k].Start()-pos > nd.horizon })
 }
 
 func (nd *node) evict(shard int) {

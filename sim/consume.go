@@ -34,7 +34,7 @@ func (nd *node) step(s int, t float64) float64 {
 	nd.readUntil(t, -1)
 	nd.advance(t)
 	lo := nd.sc.StepStart(s)
-	for nd.stepRun < len(nd.runs) && nd.runs[nd.stepRun].Start+nd.runs[nd.stepRun].Len <= lo {
+	for nd.stepRun < len(nd.runs) && nd.runs[nd.stepRun].Start()+nd.runs[nd.stepRun].Len() <= lo {
 		nd.stepRun++
 	}
 	nd.progress(s, lo, t)
@@ -79,7 +79,7 @@ func (nd *node) begin(s int, t float64) {
 		at = math.Max(at, nd.workerFree[s%len(nd.workerFree)])
 	}
 	i := nd.stepRun
-	for i < len(nd.runs) && nd.runs[i].Start+nd.runs[i].Len <= lo {
+	for i < len(nd.runs) && nd.runs[i].Start()+nd.runs[i].Len() <= lo {
 		i++
 	}
 	for r := range nd.c.Shape.RanksPerNode {
@@ -87,7 +87,7 @@ func (nd *node) begin(s int, t float64) {
 		if from >= hi {
 			break
 		}
-		for i < len(nd.runs) && nd.runs[i].Start+nd.runs[i].Len <= from {
+		for i < len(nd.runs) && nd.runs[i].Start()+nd.runs[i].Len() <= from {
 			i++
 		}
 		nd.chains = append(nd.chains, chain{run: i, from: from, to: to, hi: hi, t: at, first: r == 0,
@@ -220,7 +220,7 @@ func (nd *node) read(c *chain) {
 		nd.release(c.step - nd.perRank)
 	}
 	run := nd.runs[c.run]
-	sh := run.Shard
+	sh := run.Shard()
 	// A new shard for the consumer (not its last run's, continued): an
 	// Iterator moves its run position there before it acquires the shard
 	// (the cache's distances are measured from it), and its walk once it
@@ -232,7 +232,7 @@ func (nd *node) read(c *chain) {
 			// The window moves to the new run first: the shard let go,
 			// still leased here, gets its key once, as it is offered.
 			i := (c.step - cs.first) / cs.stride
-			nd.slide(c.origin, int64(cs.locals[i])+max(run.Start, c.from)-c.from)
+			nd.slide(c.origin, int64(cs.locals[i])+max(run.Start(), c.from)-c.from)
 		}
 		// The iterator lets go of its last shard and leases this one.
 		nd.dropCur(c.origin)
@@ -245,12 +245,12 @@ func (nd *node) read(c *chain) {
 			nd.lastUse[sh] = nd.clock
 		}
 		if nd.single {
-			nd.pos = max(run.Start, c.from)
+			nd.pos = max(run.Start(), c.from)
 			nd.moved()
 		}
 	}
 	// A run straddling two ranks' parts is counted once.
-	if count := run.Start >= c.from || c.first; count {
+	if count := run.Start() >= c.from || c.first; count {
 		switch nd.state[sh] {
 		case present:
 			if nd.arr[sh].done <= c.t {
@@ -282,17 +282,17 @@ func (nd *node) read(c *chain) {
 	}
 	// The consumer holds a lease on the shard it reads; the last shard of
 	// the step stays leased into the next.
-	if run.Start >= c.from && run.Start+run.Len <= c.to {
+	if run.Start() >= c.from && run.Start()+run.Len() <= c.to {
 		// Read whole: its shard's next use is a later run.
 		nd.consumed[c.run] = true
 		nd.anyConsumed = true
 	}
-	if run.Start+run.Len >= c.hi {
+	if run.Start()+run.Len() >= c.hi {
 		nd.leased[sh]++
 		nd.lease(c.step, sh)
 		nd.vic.remove(sh)
 	} else if nd.vic.has(sh) {
-		if nd.consumed[c.run] && nd.use[sh] == max(run.Start, nd.pos) {
+		if nd.consumed[c.run] && nd.use[sh] == max(run.Start(), nd.pos) {
 			// Its key was this run, the earliest not read: now the next.
 			nd.use[sh] = nd.unread(int(nd.nextSame[c.run]), nd.pos)
 		}
@@ -302,10 +302,10 @@ func (nd *node) read(c *chain) {
 	// walk moves to the run's start once the shard is there (c.t).
 	if newShard && !nd.ordered() {
 		i := (c.step - cs.first) / cs.stride
-		c.move = int64(cs.locals[i]) + max(run.Start, c.from) - c.from
+		c.move = int64(cs.locals[i]) + max(run.Start(), c.from) - c.from
 	}
 	c.run++
-	end := c.run >= len(nd.runs) || nd.runs[c.run].Start >= c.to
+	end := c.run >= len(nd.runs) || nd.runs[c.run].Start() >= c.to
 	if c.move >= 0 {
 		c.end = end
 	} else {

@@ -87,7 +87,7 @@ func (nd *node) newConsumers() {
 	for s := range steps {
 		for r := range R {
 			from, _ := nd.part(s, r)
-			for k < len(nd.runs) && nd.runs[k].Start+nd.runs[k].Len <= from {
+			for k < len(nd.runs) && nd.runs[k].Start()+nd.runs[k].Len() <= from {
 				k++
 			}
 			nd.partRun = append(nd.partRun, int32(k))
@@ -167,21 +167,21 @@ func (cs *consumer) shardAtHint(p int64, hint, runHint *int) (int, int64, bool) 
 	from, to := cs.nd.part(cs.first+i*cs.stride, cs.rank)
 	np := from + p - int64(cs.locals[i])
 	runs := cs.nd.runs
-	in := func(k int) bool { return k < len(runs) && runs[k].Start <= np && np < runs[k].Start+runs[k].Len }
+	in := func(k int) bool { return k < len(runs) && runs[k].Start() <= np && np < runs[k].Start()+runs[k].Len() }
 	k := *runHint
 	if !in(k) {
 		if in(k + 1) {
 			k++
 		} else if k = int(cs.nd.partRun[(cs.first+i*cs.stride)*cs.nd.c.Shape.RanksPerNode+cs.rank]); !in(k) {
-			k = sort.Search(len(runs), func(k int) bool { return runs[k].Start+runs[k].Len > np })
+			k = sort.Search(len(runs), func(k int) bool { return runs[k].Start()+runs[k].Len() > np })
 		}
 	}
 	*runHint = k
 	if k >= len(runs) {
 		return 0, p + 1, false
 	}
-	end := min(runs[k].Start+runs[k].Len, to)
-	return runs[k].Shard, p + end - np, true
+	end := min(runs[k].Start()+runs[k].Len(), to)
+	return runs[k].Shard(), p + end - np, true
 }
 
 // Present implements prefetch.Plan as stream's walk does: the shard's

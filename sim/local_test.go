@@ -68,3 +68,52 @@ func TestLocalShardNumbers(t *testing.T) {
 		})
 	}
 }
+
+// A node's compact runs are the schedule's (plan.Schedule.Runs), their
+// shards numbered locally, over epochs that bring new shards.
+func TestShardRunsMatchSchedule(t *testing.T) {
+	sizes := make([]int64, 300)
+	for i := range sizes {
+		sizes[i] = 5 + int64(i%9)
+	}
+	c := &Config{
+		Dataset: UniformDataset(sizes, 100, 500),
+		Plan:    plan.Options{BatchSize: 4, Shuffle: true},
+		Shape:   plan.Shape{Nodes: 2, RanksPerNode: 2, WorkersPerRank: 2},
+	}
+	p, err := plan.New([]plan.Stream{{ShardSizes: sizes}}, &c.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := p.NewTracker()
+	nd := newNode(c, 1)
+	var buf []shardRun
+	for epoch := range 3 {
+		spec, err := tr.Begin(c.Shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ep, err := p.Epoch(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := ep.NodeSchedule(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := sc.Runs()
+		buf = nd.shardRuns(sc, buf)
+		if len(buf) != len(want) {
+			t.Fatalf("epoch %d: %d runs, the schedule has %d", epoch, len(buf), len(want))
+		}
+		for i, r := range buf {
+			w := want[i]
+			if r.Start() != w.Start || r.Len() != w.Len || int(nd.gid[r.Shard()]) != w.Shard || nd.lid[w.Shard] != int32(r.Shard()) {
+				t.Fatalf("epoch %d, run %d: {%d %d local %d = %d}, the schedule's %+v", epoch, i, r.Start(), r.Len(), r.Shard(), nd.gid[r.Shard()], w)
+			}
+		}
+	}
+	if len(nd.gid) == 0 || len(nd.state) != len(nd.gid) || len(nd.vic.at) != len(nd.gid) {
+		t.Fatalf("%d local shards, tables of %d and %d", len(nd.gid), len(nd.state), len(nd.vic.at))
+	}
+}

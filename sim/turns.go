@@ -42,14 +42,14 @@ func (nd *node) nextTurn(c *chain) (key int64, now bool) {
 	}
 	key, now = noTurn, false
 	cur := prev
-	for k := c.run; k < len(nd.runs) && nd.runs[k].Start < c.to; k++ {
+	for k := c.run; k < len(nd.runs) && nd.runs[k].Start() < c.to; k++ {
 		run := nd.runs[k]
-		if run.Shard != prev {
-			off := max(run.Start, c.from) - c.from
+		if run.Shard() != prev {
+			off := max(run.Start(), c.from) - c.from
 			key, now = int64(c.step)<<32|off, c.move < 0 && k == c.run
 			break
 		}
-		prev = run.Shard
+		prev = run.Shard()
 	}
 	c.turn = turnMemo{run: c.run, cur: cur, move: c.move, key: key, now: now, ok: true}
 	return key, now

@@ -19,14 +19,14 @@ func refNextUse(nd *node, shard int, pos int64) int64 {
 		return u
 	}
 	runs := nd.runs
-	k := sort.Search(len(runs), func(k int) bool { return runs[k].Start+runs[k].Len > u })
+	k := sort.Search(len(runs), func(k int) bool { return runs[k].Start()+runs[k].Len() > u })
 	for k >= 0 && k < len(runs) && nd.consumed[k] {
 		k = int(nd.nextSame[k])
 	}
 	if k < 0 || k >= len(runs) {
 		return -1
 	}
-	return max(runs[k].Start, pos)
+	return max(runs[k].Start(), pos)
 }
 
 // bruteVictim is the policy's choice by a scan of the whole cache, every
