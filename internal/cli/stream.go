@@ -178,17 +178,21 @@ func streamWorld(f *streamFlags) (plan.World, error) {
 
 // streamReport is what `sluice stream --json` prints.
 type streamReport struct {
-	Rank              int             `json:"rank"`
-	WorldSize         int             `json:"world_size"`
-	Epoch             int64           `json:"epoch"`
-	SampleInEpoch     int64           `json:"sample_in_epoch_at_start"`
-	Samples           int64           `json:"samples"`
-	Bytes             int64           `json:"bytes"`
-	ElapsedS          float64         `json:"elapsed_s"`
-	SamplesPerS       float64         `json:"samples_per_s"`
-	MBPerS            float64         `json:"mb_per_s"`
-	FirstSampleS      float64         `json:"time_to_first_sample_s"`
-	WaitS             float64         `json:"wait_s"`
+	Rank          int     `json:"rank"`
+	WorldSize     int     `json:"world_size"`
+	Epoch         int64   `json:"epoch"`
+	SampleInEpoch int64   `json:"sample_in_epoch_at_start"`
+	Samples       int64   `json:"samples"`
+	Bytes         int64   `json:"bytes"`
+	ElapsedS      float64 `json:"elapsed_s"`
+	SamplesPerS   float64 `json:"samples_per_s"`
+	MBPerS        float64 `json:"mb_per_s"`
+	FirstSampleS  float64 `json:"time_to_first_sample_s"`
+	WaitS         float64 `json:"wait_s"`
+	// InputWaitS (with --step-time) is the time the loop waited for its
+	// batches: from the end of each step to the next batch's last
+	// sample. InputWaitFraction is that over itself plus the steps.
+	InputWaitS        *float64        `json:"input_wait_s,omitempty"`
 	InputWaitFraction *float64        `json:"input_wait_fraction,omitempty"`
 	Hits              int64           `json:"cache_hits"`
 	Misses            int64           `json:"cache_misses"`
@@ -310,7 +314,13 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 	batch := max(f.batchSize, 1)
 	var n int64
 	loopStart := time.Now()
-	var stepWait time.Duration
+	// With --step-time the loop times its own wait for each batch: from
+	// the end of the previous step to the batch's last sample (the
+	// stream's wait for shards, and whatever else a read costs: a cache
+	// under a limit making room, a shard's file work, decoding).
+	var inputWait time.Duration
+	var steps int64
+	batchStart := loopStart
 	// The state is saved every --save-every samples and whatever way the
 	// run ends, so that a killed run resumes like a trainer's checkpoint.
 	saved := int64(-1)
@@ -354,11 +364,18 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 			line.update(streamProgressText(n, total, time.Since(loopStart), it.Stats(), ds.Stats()))
 		}
 		if f.stepTime > 0 && n%int64(batch) == 0 {
+			inputWait += time.Since(batchStart)
+			steps++
 			if err := streamSleep(ctx, f.stepTime); err != nil {
 				return err
 			}
-			stepWait += f.stepTime
+			batchStart = time.Now()
 		}
+	}
+	if f.stepTime > 0 && n%int64(batch) != 0 {
+		// The last, partial batch.
+		inputWait += time.Since(batchStart)
+		steps++
 	}
 	if bar != nil {
 		bar.SetCurrent(n)
@@ -394,8 +411,13 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 		r.RetriesBy = append(r.RetriesBy, retryCount{Op: rc.Op, Cause: rc.Cause, N: rc.N})
 	}
 	if f.stepTime > 0 {
-		v := s.InputWaitFraction(f.stepTime, batch)
+		v := 0.0
+		if total := inputWait + time.Duration(steps)*f.stepTime; total > 0 {
+			v = float64(inputWait) / float64(total)
+		}
 		r.InputWaitFraction = &v
+		w := inputWait.Seconds()
+		r.InputWaitS = &w
 	}
 	if f.asJSON {
 		b, err := json.Marshal(r)
@@ -421,8 +443,8 @@ func printStreamReport(w io.Writer, r *streamReport, f *streamFlags) {
 	fmt.Fprintf(w, "streamed %d samples (%.1f MB) in %.3fs: %.0f samples/s, %.1f MB/s\n",
 		r.Samples, float64(r.Bytes)/1e6, r.ElapsedS, r.SamplesPerS, r.MBPerS)
 	fmt.Fprintf(w, "time to first sample %.1f ms; waited %.3fs for data", r.FirstSampleS*1e3, r.WaitS)
-	if r.InputWaitFraction != nil {
-		fmt.Fprintf(w, " (input wait %.1f%% of a loop at %s per step)", *r.InputWaitFraction*100, f.stepTime)
+	if r.InputWaitFraction != nil && r.InputWaitS != nil {
+		fmt.Fprintf(w, "; the loop waited %.3fs for its batches (input wait %.1f%% of a loop at %s per step)", *r.InputWaitS, *r.InputWaitFraction*100, f.stepTime)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "cache: %d hits, %d misses, %d downloads (%.1f MB fetched), %d evictions\n",
