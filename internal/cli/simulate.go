@@ -162,7 +162,7 @@ func runSimulate(ctx context.Context, e *env, f *simulateFlags, args []string) e
 		if !ok || v == "" {
 			return fmt.Errorf("simulate: --vary %q: want KEY=V1,V2 (comma-separated values)", f.vary)
 		}
-		key, values = k, strings.Split(v, ",")
+		key, values = k, splitVary(k, v)
 		if len(values) > simMaxVary {
 			return fmt.Errorf("simulate: --vary %s: %d values, at most %d (each is a whole simulation)", key, len(values), simMaxVary)
 		}

@@ -177,3 +177,23 @@ func simAgentNote(c *sim.Config) string {
 	}
 	return ""
 }
+
+// splitVary splits --vary's values at commas; a step_time distribution
+// ("normal:20ms,5ms", "uniform:10ms,30ms") keeps its own comma, so
+// step_time=10ms,normal:20ms,5ms is two values.
+func splitVary(key, v string) []string {
+	parts := strings.Split(v, ",")
+	if key != "step_time" {
+		return parts
+	}
+	var out []string
+	for i := 0; i < len(parts); i++ {
+		p := parts[i]
+		if (strings.HasPrefix(p, "normal:") || strings.HasPrefix(p, "uniform:")) && i+1 < len(parts) {
+			p += "," + parts[i+1]
+			i++
+		}
+		out = append(out, p)
+	}
+	return out
+}

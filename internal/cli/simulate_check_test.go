@@ -71,10 +71,17 @@ func TestSimulateRefusesNonsense(t *testing.T) {
 		if out, err := runCLI(t, append(append([]string(nil), base...), args...)...); err != nil {
 			t.Errorf("%v: %v\n%s", args, err, out)
 		}
-	}	// A limit a Go stream accepts and the agent refuses is simulated,
+	}
+	// A distribution's own comma is not a list's.
+	out, err := runCLI(t, append(append([]string(nil), base...), "--shards", "4", "--samples", "100",
+		"--vary", "step_time=10ms,normal:20ms,5ms,uniform:1ms,3ms")...)
+	if err != nil || !strings.Contains(out, "== step_time=normal:20ms,5ms\n") || !strings.Contains(out, "== step_time=uniform:1ms,3ms\n") {
+		t.Errorf("--vary step_time with distributions: %v\n%s", err, out)
+	}
+	// A limit a Go stream accepts and the agent refuses is simulated,
 	// with a note saying so.
-	var out, errOut bytes.Buffer
-	err := Run(context.Background(), append(append([]string(nil), base...), "--shards", "4", "--samples", "100", "--cache-limit", "60kb"), &out, &errOut)
+	var outBuf, errOut bytes.Buffer
+	err = Run(context.Background(), append(append([]string(nil), base...), "--shards", "4", "--samples", "100", "--cache-limit", "60kb"), &outBuf, &errOut)
 	if err != nil || !strings.Contains(errOut.String(), "note: the agent (the Python client) refuses --cache-limit 61440 for this run: it needs at least 104000 bytes") {
 		t.Errorf("a limit only the agent refuses: %v; stderr %q", err, errOut.String())
 	}
