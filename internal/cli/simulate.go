@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -341,6 +342,9 @@ func simulateDataset(ctx context.Context, e *env, f *simulateFlags, args []strin
 
 // readIndexFile reads index.json from a file, a directory or a store URL.
 func readIndexFile(ctx context.Context, e *env, src string) ([]byte, string, error) {
+	if data, name, ok, err := readSimTarIndex(ctx, e, src, false); ok {
+		return data, name, err
+	}
 	if !strings.Contains(src, "://") {
 		name := src
 		if fi, err := os.Stat(src); err != nil {
@@ -349,6 +353,12 @@ func readIndexFile(ctx context.Context, e *env, src string) ([]byte, string, err
 			name = src + string(os.PathSeparator) + format.IndexFile
 		}
 		data, err := readFileLimited(name, stream.DefaultMaxIndexBytes)
+		if errors.Is(err, fs.ErrNotExist) && name != src {
+			// A directory of WebDataset tars without an index.
+			if tdata, tname, ok, terr := readSimTarIndex(ctx, e, src, true); ok {
+				return tdata, tname, terr
+			}
+		}
 		if err != nil {
 			return nil, "", fmt.Errorf("simulate: %w", err)
 		}
@@ -360,6 +370,12 @@ func readIndexFile(ctx context.Context, e *env, src string) ([]byte, string, err
 	}
 	defer d.Close()
 	data, err := storage.ReadAll(ctx, d.bucket, format.IndexFile, stream.DefaultMaxIndexBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A store root of WebDataset tars without an index.
+		if tdata, tname, ok, terr := readSimTarIndex(ctx, e, src, true); ok {
+			return tdata, tname, terr
+		}
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("simulate: %w", err)
 	}

@@ -1,0 +1,42 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSimulateTarDataset simulates WebDataset tars as sluice plan and
+// sluice stream take them: a brace pattern, and a directory of tars
+// without index.json (before, simulate read index.json alone: "stat
+// DIR/a-{0..1}.tar: no such file or directory").
+func TestSimulateTarDataset(t *testing.T) {
+	dir := t.TempDir()
+	for i, name := range []string{"gnu.tar", "pax.tar"} {
+		b, err := os.ReadFile(filepath.Join("../../format/wds/testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "a-"+string(rune('0'+i))+".tar"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, src := range []string{filepath.Join(dir, "a-{0..1}.tar"), dir} {
+		out, err := runCLI(t, "simulate", src, "--batch-size", "1", "--json")
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		var r simulateRun
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		if r.Report.Samples != 4 || r.Report.Nodes[0].Downloads != 2 {
+			t.Errorf("%s: %d samples in %d downloads, want the two tars' 4 in 2", src, r.Report.Samples, r.Report.Nodes[0].Downloads)
+		}
+	}
+	if _, err := runCLI(t, "simulate", filepath.Join(dir, "b-{0..1}.tar"), "--batch-size", "1"); err == nil || !strings.Contains(err.Error(), "b-0.tar") {
+		t.Errorf("missing tars: %v, want an error naming b-0.tar", err)
+	}
+}
