@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"cmp"
 	"math"
+	"slices"
 
 	"github.com/sluicedata/sluice/cache"
 )
@@ -108,12 +110,20 @@ func (nd *node) resetWindows() {
 		w.l, w.head, w.live, w.wit = w.l[:0], 0, 0, noWitness
 	}
 	nd.maxRpos = 0
+	// Every window opens at once: the lists are filled in the consumers'
+	// order and then put in the order of starts (insert would move each
+	// consumer's runs past the earlier consumers' later ones).
+	nd.filling = true
 	for i := range nd.win {
 		w := &nd.win[i]
 		w.q, w.head, w.scan, w.hint, w.runHint = w.q[:0], 0, 0, 0, 0
 		nd.cons[i].runPos = 0
 		nd.rpos[i] = 0
 		nd.grow(i)
+	}
+	nd.filling = false
+	for i := range nd.wl {
+		slices.SortFunc(nd.wl[i].l, func(a, b wref) int { return cmp.Compare(a.pos, b.pos) })
 	}
 }
 
@@ -167,7 +177,11 @@ func (nd *node) grow(ci int) {
 			if len(wl.l) == cap(wl.l) && int(wl.live) < len(wl.l) {
 				nd.compact(wl) // drop the dead runs before the list grows
 			}
-			wl.insert(wref{pos: int32(w.scan), cons: int32(ci)})
+			if r := (wref{pos: int32(w.scan), cons: int32(ci)}); nd.filling {
+				wl.l = append(wl.l, r)
+			} else {
+				wl.insert(r)
+			}
 			wl.live++
 			if wl.live == 1 && nd.vic.has(sh) {
 				nd.vic.set(sh, nd.turnBound(sh)) // unplanned until now
