@@ -258,7 +258,7 @@ func runSimulate(ctx context.Context, e *env, f *simulateFlags, args []string) e
 		_, err = fmt.Fprintf(e.stdout, "%s\n", b)
 		return err
 	}
-	fmt.Fprintf(e.stdout, "dataset %s: %d shards, %d samples, %.1f MB stored\n", name, len(ds.Shards), sumSamples(ds), float64(sumStored(ds))/1e6)
+	fmt.Fprintf(e.stdout, "dataset %s: %d shards, %d samples, %s stored\n", name, len(ds.Shards), sumSamples(ds), fmtSimBytes(sumStored(ds)))
 	fmt.Fprintf(e.stdout, "world %d nodes × %d ranks × %d workers, batch %d, step time %s\n",
 		base.Shape.Nodes, base.Shape.RanksPerNode, base.Shape.WorkersPerRank, base.Plan.BatchSize, f.stepTime)
 	for _, r := range runs {
@@ -478,24 +478,24 @@ func printSimRun(w io.Writer, r *simulateRun) {
 	}
 	fmt.Fprintf(w, "total: wall %.1fs over %d steps, time to first batch %.3fs, %d stalled steps (%.1fs, longest %.3fs), input wait %.1f%%\n",
 		rep.WallS, rep.Steps, rep.TimeToFirstBatchS, rep.StalledSteps, rep.StallS, rep.MaxStallS, 100*rep.InputWaitFraction)
-	fmt.Fprintf(w, "       %.0f samples/s, %.1f GB in %d requests from the store, peak cache %.2f GB per node\n",
-		rep.SamplesPerS, float64(rep.StoreBytes)/1e9, rep.StoreRequests, float64(rep.PeakCacheBytes)/1e9)
+	fmt.Fprintf(w, "       %.0f samples/s, %s in %d requests from the store, peak cache %s per node\n",
+		rep.SamplesPerS, fmtSimBytes(rep.StoreBytes), rep.StoreRequests, fmtSimBytes(rep.PeakCacheBytes))
 	const maxNodes = 32
 	for i, n := range rep.Nodes {
 		if i == maxNodes {
 			fmt.Fprintf(w, "  ... %d more nodes (--json lists all)\n", len(rep.Nodes)-maxNodes)
 			break
 		}
-		fmt.Fprintf(w, "  node %d: first batch %.3fs, %d stalled steps (%.1fs), wait %.1f%%, %.2f GB in %d requests, %d evictions, peak cache %.2f GB\n",
+		fmt.Fprintf(w, "  node %d: first batch %.3fs, %d stalled steps (%.1fs), wait %.1f%%, %s in %d requests, %d evictions, peak cache %s\n",
 			n.Node, n.TimeToFirstBatchS, n.StalledSteps, n.StallS, 100*n.InputWaitFraction,
-			float64(n.StoreBytes)/1e9, n.StoreRequests, n.Evictions, float64(n.PeakCacheBytes)/1e9)
+			fmtSimBytes(n.StoreBytes), n.StoreRequests, n.Evictions, fmtSimBytes(n.PeakCacheBytes))
 	}
 	if s := r.Search; s != nil {
 		if s.StallFree {
-			fmt.Fprintf(w, "smallest cache limit with no stall: %.3f GB (node 0, %d runs)\n", float64(s.Limit)/1e9, s.Runs)
+			fmt.Fprintf(w, "smallest cache limit with no stall: %s (%d bytes; node 0, %d runs)\n", fmtSimBytes(s.Limit), s.Limit, s.Runs)
 		} else {
-			fmt.Fprintf(w, "smallest cache limit that adds no stall: %.3f GB (node 0, %d runs; %d steps stall even without a limit)\n",
-				float64(s.Limit)/1e9, s.Runs, s.Unlimited.StalledSteps)
+			fmt.Fprintf(w, "smallest cache limit that adds no stall: %s (%d bytes; node 0, %d runs; %d steps stall even without a limit)\n",
+				fmtSimBytes(s.Limit), s.Limit, s.Runs, s.Unlimited.StalledSteps)
 		}
 	}
 	fmt.Fprintf(w, "(simulated in %.2fs)\n", r.CPUS)

@@ -76,3 +76,26 @@ func plotSimulation(dir, format string, runs []simulateRun) ([]string, error) {
 	}
 	return append(csvs, charts...), nil
 }
+
+// fmtSimBytes writes a byte count in decimal units with three significant
+// digits ("512 B", "25.6 kB", "3.65 GB"), so that small and large runs
+// both read (a fixed "%.2f GB" printed 0.00 GB below 5 MB).
+func fmtSimBytes(n int64) string {
+	if n < 1000 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v := float64(n)
+	for _, u := range []string{"kB", "MB", "GB", "TB", "PB", "EB"} {
+		v /= 1000
+		if v < 999.5 || u == "EB" {
+			switch {
+			case v < 9.995:
+				return fmt.Sprintf("%.2f %s", v, u)
+			case v < 99.95:
+				return fmt.Sprintf("%.1f %s", v, u)
+			}
+			return fmt.Sprintf("%.0f %s", v, u)
+		}
+	}
+	return fmt.Sprintf("%d B", n)
+}
