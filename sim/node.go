@@ -106,7 +106,6 @@ type node struct {
 	win        []window // per consumer, where the workers take turns (window.go)
 	wl         []wlist  // per shard, its runs inside the consumers' windows (window.go)
 	rpos       []int64  // per consumer, its runPos (for turnKey)
-	filling    bool     // resetWindows fills the lists, unsorted
 	maxRpos    int64    // the largest of rpos
 	// turnHz is one consumer's look-ahead in samples, as
 	// stream.Iterator's horizon (twice the predownload, at least 1024).

@@ -1,9 +1,7 @@
 package sim
 
 import (
-	"cmp"
 	"math"
-	"slices"
 
 	"github.com/sluicedata/sluice/cache"
 )
@@ -110,20 +108,23 @@ func (nd *node) resetWindows() {
 		w.l, w.head, w.live, w.wit = w.l[:0], 0, 0, noWitness
 	}
 	nd.maxRpos = 0
-	// Every window opens at once: the lists are filled in the consumers'
-	// order and then put in the order of starts (insert would move each
-	// consumer's runs past the earlier consumers' later ones).
-	nd.filling = true
 	for i := range nd.win {
 		w := &nd.win[i]
 		w.q, w.head, w.scan, w.hint, w.runHint = w.q[:0], 0, 0, 0, 0
 		nd.cons[i].runPos = 0
 		nd.rpos[i] = 0
-		nd.grow(i)
 	}
-	nd.filling = false
-	for i := range nd.wl {
-		slices.SortFunc(nd.wl[i].l, func(a, b wref) int { return cmp.Compare(a.pos, b.pos) })
+	// Every window opens at once, all of them a few positions at a time,
+	// so that each run comes into its list at or near the end (one
+	// consumer's whole window after another's would move each run past
+	// the earlier consumers' later ones).
+	for lim := int64(16); ; lim += 16 {
+		for i := range nd.win {
+			nd.growTo(i, min(lim, nd.turnHz, nd.cons[i].n))
+		}
+		if lim >= nd.turnHz {
+			break
+		}
 	}
 }
 
@@ -167,8 +168,14 @@ func (nd *node) slide(ci int, p int64) {
 // grow brings the runs within consumer ci's look-ahead into its window.
 func (nd *node) grow(ci int) {
 	cs := &nd.cons[ci]
+	nd.growTo(ci, min(cs.runPos+nd.turnHz, cs.n))
+}
+
+// growTo brings consumer ci's runs before local position end into its
+// window.
+func (nd *node) growTo(ci int, end int64) {
+	cs := &nd.cons[ci]
 	w := &nd.win[ci]
-	end := min(cs.runPos+nd.turnHz, cs.n)
 	for w.scan < end {
 		sh, e, ok := cs.shardAtHint(w.scan, &w.hint, &w.runHint)
 		if ok {
@@ -177,11 +184,7 @@ func (nd *node) grow(ci int) {
 			if len(wl.l) == cap(wl.l) && int(wl.live) < len(wl.l) {
 				nd.compact(wl) // drop the dead runs before the list grows
 			}
-			if r := (wref{pos: int32(w.scan), cons: int32(ci)}); nd.filling {
-				wl.l = append(wl.l, r)
-			} else {
-				wl.insert(r)
-			}
+			wl.insert(wref{pos: int32(w.scan), cons: int32(ci)})
 			wl.live++
 			if wl.live == 1 && nd.vic.has(sh) {
 				nd.vic.set(sh, nd.turnBound(sh)) // unplanned until now
