@@ -74,14 +74,20 @@ real stream over S3: docs/input-bound.md.
 Reports, per node and in all: time to first batch, the steps that stall and for
 how long, the input-wait fraction, throughput, bytes and requests to the store
 and peak cache use; --search-min-cache finds the smallest cache limit with no
-stall (on node 0); --vary KEY=V1,V2,... compares settings side by side (keys:
-cache_limit, shuffle_algo, shuffle_block_size, predownload, nodes, batch_size,
-workers_per_rank, prefetch_factor, step_time, bandwidth_per_node,
-num_canonical_nodes).
+stall (on node 0) that the agent accepts (with --rank-iterator, the model's);
+--vary KEY=V1,V2,... compares settings side by side (keys: cache_limit,
+shuffle_algo, shuffle_block_size, predownload, nodes, batch_size,
+workers_per_rank, prefetch_factor, step_time (normal:A,B and uniform:A,B
+included), bandwidth_per_node, bandwidth_total, latency, num_canonical_nodes);
+--plot DIR draws sluice plot's charts of the settings (throughput, input wait
+per step and its distribution) from CSV files in sluice bench's columns.
 
-The dataset is a directory or URL holding index.json, or an index.json file;
-without one, --shard-sizes or --shards/--samples with --sample-bytes describe
-it. --rank-iterator models sluice stream (one iterator per rank) instead of
+The dataset is a directory or URL holding index.json, an index.json file, or
+WebDataset tars (a brace pattern, "::" list or .tar URL, or a directory of
+tars without index.json), as sluice plan takes it; without one, --shard-sizes
+or --shards/--samples with --sample-bytes describe it. A simulation estimated
+to need more memory than --max-memory, or a cache limit no real reader
+accepts, is refused before it starts. --rank-iterator models sluice stream (one iterator per rank) instead of
 the agent (one per DataLoader worker); --prefetch-factor is the DataLoader's
 prefetch_factor (batches a worker may read ahead of the training loop).`,
 		Args: cobra.MaximumNArgs(1),
@@ -460,6 +466,13 @@ func applyVary(c *sim.Config, key, v string) error {
 		c.StepTime, err = sim.ParseStepTime(v)
 	case "bandwidth_per_node":
 		c.Store.BandwidthPerNode, err = parseSimRate(v)
+	case "bandwidth_total":
+		c.Store.BandwidthTotal, err = parseSimRate(v)
+	case "latency":
+		c.Store.Latency, err = time.ParseDuration(v)
+		if err == nil && c.Store.Latency < 0 {
+			err = errors.New("negative")
+		}
 	default:
 		return fmt.Errorf("simulate: --vary: unknown key %q", key)
 	}

@@ -78,6 +78,20 @@ func TestSimulateRefusesNonsense(t *testing.T) {
 	if err != nil || !strings.Contains(out, "== step_time=normal:20ms,5ms\n") || !strings.Contains(out, "== step_time=uniform:1ms,3ms\n") {
 		t.Errorf("--vary step_time with distributions: %v\n%s", err, out)
 	}
+	// The store model's other two figures vary too.
+	out, err = runCLI(t, append(append([]string(nil), base...), "--shards", "4", "--samples", "100",
+		"--vary", "latency=1ms,1s")...)
+	if err != nil || !strings.Contains(out, "first batch 1.040s") {
+		t.Errorf("--vary latency: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, append(append([]string(nil), base...), "--shards", "4", "--samples", "100",
+		"--vary", "bandwidth_total=none,1kb")...)
+	if err != nil || !strings.Contains(out, "== bandwidth_total=1kb") {
+		t.Errorf("--vary bandwidth_total: %v\n%s", err, out)
+	}
+	if _, err := runCLI(t, append(append([]string(nil), base...), "--shards", "4", "--samples", "100", "--vary", "latency=-1s")...); err == nil || !strings.Contains(err.Error(), "--vary latency=-1s: negative") {
+		t.Errorf("--vary latency=-1s: %v", err)
+	}
 	// A limit a Go stream accepts and the agent refuses is simulated,
 	// with a note saying so.
 	var outBuf, errOut bytes.Buffer
