@@ -30,9 +30,11 @@ func (nd *node) offer(shard int) {
 	if nd.state[shard] != present || !cache.Evictable(nd.leased[shard] > 0, false, false) {
 		return
 	}
-	if !nd.turns { // (taking turns, the windows give the key: window.go)
-		nd.use[shard] = nd.nextUse(shard, nd.pos)
+	if nd.turns { // (taking turns, the windows give the key: window.go)
+		nd.vic.set(shard, nd.turnOffer(shard))
+		return
 	}
+	nd.use[shard] = nd.nextUse(shard, nd.pos)
 	nd.vic.set(shard, nd.candidate(shard))
 }
 
