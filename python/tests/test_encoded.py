@@ -255,6 +255,7 @@ class EncodedTest(helpers.AgentCase):
         epoch (each slot reused), the mappings here stay bounded, and once
         the loader is gone they are all unmapped."""
         bs = 4
+        gc.collect()  # earlier tests' batches
         before = len(memfd_ranges())
         with Env(SLUICE_FEED="threads", SLUICE_SHM="on"), Slots() as sl:
             most = 0
