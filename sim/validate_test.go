@@ -33,7 +33,7 @@ const (
 	evictTol = 0.15
 )
 
-func s3Env(t *testing.T) (endpoint, bucket, region, key, secret string) {
+func s3Env(t testing.TB) (endpoint, bucket, region, key, secret string) {
 	endpoint = os.Getenv("SLUICE_TEST_S3_ENDPOINT")
 	if endpoint == "" {
 		if os.Getenv("CI") != "" {
@@ -46,7 +46,7 @@ func s3Env(t *testing.T) (endpoint, bucket, region, key, secret string) {
 }
 
 // writeMDS writes samples × payload bytes in shards of at most sizeLimit.
-func writeMDS(t *testing.T, dir string, samples, payload int, sizeLimit int64) {
+func writeMDS(t testing.TB, dir string, samples, payload int, sizeLimit int64) {
 	w, err := mds.NewWriter(dir, &mds.WriterOptions{
 		Columns: map[string]string{"id": "int", "data": "bytes"}, SizeLimit: sizeLimit})
 	if err != nil {
@@ -75,9 +75,16 @@ type measured struct {
 	timings                   []storagetest.Timing
 }
 
-// streamShaped reads one rank's epoch as `sluice stream` does (RankIter,
-// a sleep of stepTime after each batch) from S3 through the shaper.
-func streamShaped(t *testing.T, src string, c *sim.Config) measured {
+// shapedStore is a dataset uploaded to a fresh prefix of the S3 server,
+// reached through a shaping proxy (Config.Store's latency and bandwidth).
+type shapedStore struct {
+	reg   *storage.Registry
+	proxy *storagetest.ShapingProxy
+}
+
+// uploadShaped uploads the dataset in src to a fresh prefix of the S3
+// server and starts a shaping proxy in front of it (closed with the test).
+func uploadShaped(t testing.TB, src string, c *sim.Config) *shapedStore {
 	endpoint, bucketName, region, key, secret := s3Env(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -113,18 +120,34 @@ func streamShaped(t *testing.T, src string, c *sim.Config) measured {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer proxy.Close()
-	shaped, err := s3store.New(ctx, bucketName, prefix, &s3store.Options{Endpoint: proxy.URL, Region: region, Credentials: creds})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(proxy.Close)
 	reg := &storage.Registry{}
-	reg.Register("shaped", func(context.Context, *url.URL) (storage.Bucket, error) { return shaped, nil })
-	before := proxy.Requests("")
+	reg.Register("shaped", func(ctx context.Context, _ *url.URL) (storage.Bucket, error) {
+		// A bucket of its own per Open (the Dataset closes it).
+		return s3store.New(ctx, bucketName, prefix, &s3store.Options{Endpoint: proxy.URL, Region: region, Credentials: creds})
+	})
+	return &shapedStore{reg: reg, proxy: proxy}
+}
+
+// streamShaped reads one rank's epoch as `sluice stream` does (RankIter,
+// a sleep of stepTime after each batch) from S3 through the shaper.
+func streamShaped(t testing.TB, src string, c *sim.Config) measured {
+	return uploadShaped(t, src, c).read(t, c)
+}
+
+// read reads one rank's epoch of the store into a fresh cache: as
+// `sluice stream` does with c.RankIterator (RankIter, a sleep of the step
+// time after each batch), else as the agent's DataLoader workers
+// (workersShaped). Its figures are this read's alone.
+func (s *shapedStore) read(t testing.TB, c *sim.Config) measured {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	proxy := s.proxy
+	before, bytesBefore, timingsBefore := proxy.Requests(""), proxy.Bytes(), len(proxy.Timings())
 	seed := *c.Plan.ShuffleSeed
-	ds, err := stream.Open(ctx, &stream.Options{Remote: "shaped://validate", Local: t.TempDir(), Registry: reg,
+	ds, err := stream.Open(ctx, &stream.Options{Remote: "shaped://validate", Local: t.TempDir(), Registry: s.reg,
 		BatchSize: c.Plan.BatchSize, Shuffle: c.Plan.Shuffle, ShuffleAlgo: c.Plan.ShuffleAlgo, ShuffleSeed: &seed,
-		CacheLimit: c.CacheLimit, Predownload: c.Predownload, PrefetchConcurrency: c.PrefetchConcurrency,
+		ShuffleBlockSize: c.Plan.ShuffleBlockSize, CacheLimit: c.CacheLimit, Predownload: c.Predownload, PrefetchConcurrency: c.PrefetchConcurrency,
 		OrderAdmissions: c.OrderAdmissions})
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +155,7 @@ func streamShaped(t *testing.T, src string, c *sim.Config) measured {
 	defer ds.Close()
 	if !c.RankIterator {
 		m := workersShaped(ctx, t, ds, c)
-		m.requests, m.bytes, m.timings = proxy.Requests("")-before, proxy.Bytes(), proxy.Timings()
+		m.requests, m.bytes, m.timings = proxy.Requests("")-before, proxy.Bytes()-bytesBefore, proxy.Timings()[timingsBefore:]
 		return m
 	}
 	ep, err := ds.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 1}, 1)
@@ -160,10 +183,10 @@ func streamShaped(t *testing.T, src string, c *sim.Config) measured {
 		t.Fatal(err)
 	}
 	it.Close()
-	s := it.Stats()
-	return measured{firstBatch: firstBatch, wait: s.Wait, elapsed: s.Elapsed,
-		requests: proxy.Requests("") - before, bytes: proxy.Bytes(), samples: s.Samples,
-		start: start, timings: proxy.Timings()}
+	st := it.Stats()
+	return measured{firstBatch: firstBatch, wait: st.Wait, elapsed: st.Elapsed,
+		requests: proxy.Requests("") - before, bytes: proxy.Bytes() - bytesBefore, samples: st.Samples,
+		start: start, timings: proxy.Timings()[timingsBefore:]}
 }
 
 // workersShaped reads one rank's epoch as the agent and a PyTorch
@@ -173,7 +196,7 @@ func streamShaped(t *testing.T, src string, c *sim.Config) measured {
 // of every worker at the start, then one more of worker j mod W each time
 // it takes batch j; it takes the batches round-robin over the workers with
 // a sleep of the step time after each.
-func workersShaped(ctx context.Context, t *testing.T, ds *stream.Dataset, c *sim.Config) measured {
+func workersShaped(ctx context.Context, t testing.TB, ds *stream.Dataset, c *sim.Config) measured {
 	W := c.Shape.WorkersPerRank
 	P := c.PrefetchFactor
 	if P == 0 {
