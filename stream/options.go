@@ -78,8 +78,11 @@ type Options struct {
 	// demand (a limit that leaves no prefetch budget): a worker's next
 	// fetch waits for the worker before it in the order to reach its
 	// shard change, which waits for that worker's download (1.2-1.35x
-	// the wall time of sim.TestValidateAgainstS3's two evicting workers).
-	// False (the default): every worker goes at once.
+	// the wall time of sim.TestValidateAgainstS3's two evicting workers;
+	// with 2 MB shards and the default predownload, sim's
+	// BenchmarkTurnsCostS3, 1.1-1.15x with 2-4 workers and ~1.5x with 8
+	// where shards are fetched again, nothing measurable where each is
+	// fetched once). False (the default): every worker goes at once.
 	OrderAdmissions bool
 	// SamplingMethod is balanced or fixed (sampling_method; "" = balanced).
 	SamplingMethod string

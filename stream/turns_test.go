@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicedata/sluice/plan"
+	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/stream"
 )
 
@@ -238,65 +239,83 @@ func TestOrderAdmissionsSequential(t *testing.T) {
 // on its own goroutine, under a cache limit that holds the dataset (warm:
 // every shard change a hit, after a first epoch; cold: a fresh cache, every
 // shard fetched once from memory), with and without the workers taking
-// turns: the cost of the order itself, not of waiting for downloads.
+// turns: the cost of the order itself, not of waiting for downloads. Two
+// datasets: 20,000 samples of 100 B in 16 KB shards (~160 samples a
+// shard; py1e's default block spans the dataset) and 40,000 of 1 KB in
+// 2 MB shards (~2,000 samples a shard, as real datasets' MBs; py1e over
+// blocks of 8,000 samples). Either way a worker changes shards at most
+// of its samples (py1e spreads a shard's samples over its block).
 func BenchmarkOrderAdmissions(b *testing.B) {
-	reg, _ := memDataset(b, spec{samples: 20000, payload: 100, sizeLimit: 16 << 10})
-	for _, warm := range []bool{true, false} {
-		for _, ordered := range []bool{false, true} {
-			b.Run(fmt.Sprintf("warm=%v/ordered=%v", warm, ordered), func(b *testing.B) {
-				ctx := context.Background()
-				local := b.TempDir()
-				open := func() *stream.Dataset {
-					ds, err := stream.Open(ctx, &stream.Options{Remote: "mem://data", Local: local, Registry: reg,
-						BatchSize: 8, Shuffle: true, CacheLimit: 64 << 20, OrderAdmissions: ordered})
-					if err != nil {
-						b.Fatal(err)
-					}
-					return ds
-				}
-				epoch := func(ds *stream.Dataset) {
-					ep, err := ds.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 1}, 4)
-					if err != nil {
-						b.Fatal(err)
-					}
-					var wg sync.WaitGroup
-					for w := range 4 {
-						it, err := ep.Iter(ctx, w)
-						if err != nil {
-							b.Fatal(err)
-						}
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							defer it.Close()
-							for it.Next() {
-							}
-							if err := it.Err(); err != nil {
-								b.Error(err)
-							}
-						}()
-					}
-					wg.Wait()
-				}
-				ds := open()
-				if warm {
-					epoch(ds)
-				}
-				b.ResetTimer()
-				for range b.N {
-					if !warm {
-						b.StopTimer()
-						ds.Close()
-						os.RemoveAll(local)
-						ds = open()
-						b.StartTimer()
-					}
-					epoch(ds)
-				}
-				b.StopTimer()
-				ds.Close()
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/20000, "ns/sample")
-			})
+	for _, ds := range []struct {
+		name      string
+		samples   int
+		payload   int
+		sizeLimit int64
+		block     int64 // py1e's shuffle block (0: its default, the whole dataset here)
+	}{{"shards=16KB", 20000, 100, 16 << 10, 0}, {"shards=2MB", 40000, 1000, 2 << 20, 8000}} {
+		reg, _ := memDataset(b, spec{samples: ds.samples, payload: ds.payload, sizeLimit: ds.sizeLimit})
+		for _, warm := range []bool{true, false} {
+			for _, ordered := range []bool{false, true} {
+				b.Run(fmt.Sprintf("%s/warm=%v/ordered=%v", ds.name, warm, ordered), func(b *testing.B) {
+					benchOrdered(b, reg, ds.samples, ds.block, warm, ordered)
+				})
+			}
 		}
 	}
+}
+
+// benchOrdered is one of BenchmarkOrderAdmissions's cases.
+func benchOrdered(b *testing.B, reg *storage.Registry, samples int, block int64, warm, ordered bool) {
+	ctx := context.Background()
+	local := b.TempDir()
+	open := func() *stream.Dataset {
+		ds, err := stream.Open(ctx, &stream.Options{Remote: "mem://data", Local: local, Registry: reg,
+			BatchSize: 8, Shuffle: true, ShuffleBlockSize: block, CacheLimit: 64 << 20, OrderAdmissions: ordered})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return ds
+	}
+	epoch := func(ds *stream.Dataset) {
+		ep, err := ds.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 1}, 4)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for w := range 4 {
+			it, err := ep.Iter(ctx, w)
+			if err != nil {
+				b.Fatal(err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer it.Close()
+				for it.Next() {
+				}
+				if err := it.Err(); err != nil {
+					b.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	ds := open()
+	if warm {
+		epoch(ds)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if !warm {
+			b.StopTimer()
+			ds.Close()
+			os.RemoveAll(local)
+			ds = open()
+			b.StartTimer()
+		}
+		epoch(ds)
+	}
+	b.StopTimer()
+	ds.Close()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(samples), "ns/sample")
 }
