@@ -90,7 +90,8 @@ func checkSimulateConfig(c *sim.Config, maxMemory int64, setting string) error {
 		for _, s := range c.Dataset.Shards {
 			samples += s.Samples
 		}
-		return fmt.Errorf("%sthis simulation would take about %s of memory (%d samples, %d shards, %d nodes × %d ranks × %d workers), more than --max-memory %s: raise --max-memory, or simulate fewer nodes' worth of samples",
+		samples = max(samples, c.Plan.EpochSize)
+		return fmt.Errorf("%sthis simulation would take about %s of memory (%d samples per epoch, %d shards, %d nodes × %d ranks × %d workers), more than --max-memory %s: raise --max-memory if the machine has it",
 			where, cache.FormatBytes(int64(math.Min(est, math.MaxInt64/2))), samples, len(c.Dataset.Shards),
 			c.Shape.Nodes, c.Shape.RanksPerNode, c.Shape.WorkersPerRank, cache.FormatBytes(maxMemory))
 	}

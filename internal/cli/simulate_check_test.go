@@ -40,8 +40,9 @@ func TestSimulateRefusesNonsense(t *testing.T) {
 	}{
 		{[]string{"--shards", "4", "--samples", "100", "--sample-bytes", "1e18"}, "(--sample-bytes) is more bytes than a shard can hold"},
 		{[]string{"--shards", "4", "--samples", "1e18"}, "(--sample-bytes) is more bytes than a shard can hold"},
-		{[]string{"--shards", "1000000", "--samples", "1e9"}, "more than --max-memory 8.0 GiB"},
+		{[]string{"--shards", "1000000", "--samples", "1e9"}, "(1000000000 samples per epoch, 1000000 shards, 1 nodes × 1 ranks × 1 workers), more than --max-memory 8.0 GiB"},
 		{[]string{"--shards", "100", "--samples", "1m", "--max-memory", "100mb"}, "more than --max-memory 100.0 MiB"},
+		{[]string{"--shards", "10", "--samples", "1000", "--epoch-size", "1e9"}, "(1000000000 samples per epoch, 10 shards,"},
 		{[]string{"--shards", "4", "--samples", "100", "--epochs", "0"}, "--epochs 0: at least 1 epoch"},
 		{[]string{"--shards", "4", "--samples", "100", "--bandwidth-per-node", "0"}, `--bandwidth-per-node: a rate of "0" moves no data`},
 		{[]string{"--shards", "4", "--samples", "100", "--bandwidth-total", "0kb/s"}, `--bandwidth-total: a rate of "0kb/s" moves no data`},
