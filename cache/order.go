@@ -27,9 +27,8 @@ type Order struct {
 	patience time.Duration
 	now      func() time.Time
 
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced on every change
-	m       []member
+	mu sync.Mutex
+	m  []member
 	// deferred holds the actions of turns no member waits for (Defer),
 	// in no particular order.
 	deferred []*deferredTurn
@@ -41,6 +40,10 @@ type member struct {
 	moved   time.Time
 	left    bool
 	stalled bool // passed over (see Wait) until it moves
+	// waiting is set while the member waits for its turn at next, woken
+	// through wake (signal) when nothing holds it back any more.
+	waiting bool
+	wake    chan struct{}
 }
 
 type deferredTurn struct {
@@ -62,10 +65,10 @@ func NewOrder(members int, patience time.Duration) *Order {
 	if patience <= 0 {
 		patience = 5 * time.Second
 	}
-	o := &Order{patience: patience, now: time.Now, changed: make(chan struct{}), m: make([]member, max(members, 0))}
+	o := &Order{patience: patience, now: time.Now, m: make([]member, max(members, 0))}
 	t := o.now()
 	for i := range o.m {
-		o.m[i] = member{next: -1, moved: t}
+		o.m[i] = member{next: -1, moved: t, wake: make(chan struct{}, 1)}
 	}
 	return o
 }
@@ -111,10 +114,37 @@ func (o *Order) blocked(key int64, who int, now time.Time) (bool, time.Time) {
 	return wait, wake
 }
 
-// signal wakes the waiters. Call with mu held.
+// signal wakes the waiters whose turn has come after a change: not every
+// waiter, so that a turn passes to the next member without the others
+// waking to find theirs still held (8 workers changing shards at most
+// samples, py1e, made a hand-off wake all 7 waiters). While a deferred
+// turn waits to run every waiter is woken (one of them runs it, see
+// Wait). A waiter still held wakes by itself when a member holding it
+// has been still for the patience (its timer). Call with mu held.
 func (o *Order) signal() {
-	close(o.changed)
-	o.changed = make(chan struct{})
+	all := false
+	for _, d := range o.deferred {
+		if !d.running {
+			all = true
+			break
+		}
+	}
+	now := o.now()
+	for i := range o.m {
+		mb := &o.m[i]
+		if !mb.waiting {
+			continue
+		}
+		if !all {
+			if wait, _ := o.blocked(mb.next, i, now); wait {
+				continue
+			}
+		}
+		select {
+		case mb.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Wait waits for member who's turn at key: until no other member's next
@@ -150,10 +180,12 @@ func (o *Order) Wait(ctx context.Context, who int, key int64) error {
 		}
 		wait, wake := o.blocked(key, who, o.now())
 		if !wait {
+			mb.waiting = false
 			o.mu.Unlock()
 			return nil
 		}
-		ch := o.changed
+		mb.waiting = true
+		ch := mb.wake
 		o.mu.Unlock()
 		d := wake.Sub(o.now())
 		if timer == nil {
@@ -165,6 +197,9 @@ func (o *Order) Wait(ctx context.Context, who int, key int64) error {
 		case <-ch:
 		case <-timer.C:
 		case <-ctx.Done():
+			o.mu.Lock()
+			mb.waiting = false
+			o.mu.Unlock()
 			o.Leave(who)
 			return fmt.Errorf("cache: waiting for the turn of consumer %d at %d: %w", who, key, ctx.Err())
 		}

@@ -146,3 +146,70 @@ func TestOrderContext(t *testing.T) {
 		t.Error("member 3 of 2: no error")
 	}
 }
+
+// TestOrderManyHandOffs plays 8 members over 2,400 interleaved keys, each
+// member's last turn deferred (as an iterator's last release): every turn
+// must be taken in key order, and each hand-off must wake the member
+// whose turn came (a waiter left asleep would wait for the minute of
+// patience, past the test's deadline), though only that member is woken.
+func TestOrderManyHandOffs(t *testing.T) {
+	const members, total = 8, 2400
+	o := cache.NewOrder(members, time.Minute)
+	keys := make([][]int64, members)
+	for k := range int64(total) {
+		// A fixed deal, uneven runs: member (k*k/7) mod 8.
+		who := int((k * k / 7) % members)
+		keys[who] = append(keys[who], k)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var got []int64
+	var wg sync.WaitGroup
+	for who := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ks := keys[who]
+			for i, k := range ks {
+				if i == len(ks)-1 {
+					o.Defer(who, k, func() {
+						mu.Lock()
+						got = append(got, k)
+						mu.Unlock()
+					})
+					return
+				}
+				if err := o.Wait(ctx, who, k); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				got = append(got, k)
+				mu.Unlock()
+				o.Done(who, ks[i+1])
+			}
+		}()
+	}
+	wg.Wait()
+	// The deferred turns run on whichever goroutine brings them.
+	for ctx.Err() == nil {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == total {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != total {
+		t.Fatalf("%d turns taken, want %d", len(got), total)
+	}
+	for i, k := range got {
+		if k != int64(i) {
+			t.Fatalf("turn %d was key %d: turns not taken in key order", i, k)
+		}
+	}
+}
