@@ -3,6 +3,7 @@ package sim
 import (
 	"runtime"
 	"sync/atomic"
+	"time"
 )
 
 // stepper plays one step on every node and returns each node's ready
@@ -26,13 +27,13 @@ type stepper struct {
 	seq    atomic.Int64 // steps published to the groups
 	left   atomic.Int32 // groups after the first still playing the step
 	closed atomic.Bool
-	// A goroutine that spun past spinLimit sleeps on its channel: the
+	// A goroutine that spun for spin sleeps on its channel: the
 	// groups' wake (by step) and the caller's done, once it set its flag.
 	sleeping []atomic.Bool
 	wake     []chan struct{}
 	waiting  atomic.Bool
 	done     chan struct{}
-	spin     int // spinLimit (tests: 0, always sleep)
+	spin     time.Duration // spinFor (tests: 0, always sleep)
 }
 
 type stepJob struct {
@@ -40,18 +41,26 @@ type stepJob struct {
 	t float64
 }
 
-// spinLimit is how many times a goroutine at the barrier yields before it
-// sleeps (~0.1-1 µs each: a few steps' time).
-const spinLimit = 2000
+// spinFor is how long a goroutine at the barrier spins before it sleeps:
+// about the groups' usual difference in a step, and short, since where
+// another process holds a core the group it waits for may be the one its
+// spinning keeps off it.
+const spinFor = 100 * time.Microsecond
+
+// spinning reports whether a wait that began at start and has spun spins
+// times may spin on (the clock read every 16 spins).
+func (st *stepper) spinning(start time.Time, spins int) bool {
+	return st.spin > 0 && (spins%16 != 0 || time.Since(start) < st.spin)
+}
 
 // newStepper starts the goroutines of the groups after the first (none
 // when the nodes are few, there is one CPU, or a test hook watches the
 // nodes, which it may not expect to be called concurrently). close stops
 // them.
-func newStepper(c *Config, nodes []*node) *stepper { return newStepperSpin(c, nodes, spinLimit) }
+func newStepper(c *Config, nodes []*node) *stepper { return newStepperSpin(c, nodes, spinFor) }
 
-// newStepperSpin is newStepper whose barrier spins spin times.
-func newStepperSpin(c *Config, nodes []*node, spin int) *stepper {
+// newStepperSpin is newStepper whose barrier spins for spin.
+func newStepperSpin(c *Config, nodes []*node, spin time.Duration) *stepper {
 	st := &stepper{nodes: nodes, rs: make([]float64, len(nodes)), done: make(chan struct{}, 1), spin: spin}
 	g := min(runtime.GOMAXPROCS(0), len(nodes)/2)
 	if c.stepGroups > 0 {
@@ -76,8 +85,9 @@ func newStepperSpin(c *Config, nodes []*node, spin int) *stepper {
 func (st *stepper) group(i int) {
 	var seen int64
 	for {
-		for spins := 0; st.seq.Load() == seen && !st.closed.Load(); spins++ {
-			if spins < st.spin {
+		start := time.Now()
+		for spins := 1; st.seq.Load() == seen && !st.closed.Load(); spins++ {
+			if st.spinning(start, spins) {
 				runtime.Gosched()
 				continue
 			}
@@ -126,8 +136,9 @@ func (st *stepper) step(s int, t float64) []float64 {
 		st.wakeGroups()
 	}
 	st.run(st.groups[0][0], st.groups[0][1], j)
-	for spins := 0; st.left.Load() != 0; spins++ {
-		if spins < st.spin {
+	start := time.Now()
+	for spins := 1; st.left.Load() != 0; spins++ {
+		if st.spinning(start, spins) {
 			runtime.Gosched()
 			continue
 		}

@@ -70,7 +70,7 @@ func TestStepperBarrier(t *testing.T) {
 		Store:      Store{Latency: 20 * time.Millisecond, BandwidthPerNode: 200e6},
 		CacheLimit: 100 << 20,
 	}
-	play := func(groups, spin int) [][]float64 {
+	play := func(groups int, spin time.Duration) [][]float64 {
 		cc := *c
 		cc.stepGroups = groups
 		p, err := plan.New([]plan.Stream{{ShardSizes: sizes}}, &cc.Plan)
@@ -107,9 +107,9 @@ func TestStepperBarrier(t *testing.T) {
 		return out
 	}
 	before := runtime.NumGoroutine()
-	want := play(1, spinLimit)
+	want := play(1, spinFor)
 	for _, g := range []int{2, 3} {
-		for _, spin := range []int{0, spinLimit} {
+		for _, spin := range []time.Duration{0, spinFor} {
 			if got := play(g, spin); !reflect.DeepEqual(got, want) {
 				t.Errorf("%d groups, spin %d: the steps' ready times differ from the serial stepper's", g, spin)
 			}
