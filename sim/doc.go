@@ -23,9 +23,10 @@
 // ready), on up to GOMAXPROCS goroutines (parallel.go), so every node's
 // state is live at once: a node numbers the shards it meets (node.local)
 // and keeps compact runs, so that its tables hold its own shards close
-// together. The seed's scale (39,000 shards, 20 nodes × 8 ranks × 8
-// workers, one epoch, a 10 GB cache) takes 9–13 CPU s with turns and
-// 9–11 without, in under 0.55 GB, on two loaded cores
-// (BenchmarkSeedScaleTight, BenchmarkSeedScaleTightTurns;
-// docs/input-bound.md, Scale).
+// together; the groups of nodes meet at each step at a barrier that
+// spins briefly before it sleeps. The seed's scale (39,000 shards, 20
+// nodes × 8 ranks × 8 workers, one epoch, a 10 GB cache) takes 5.5–6.2 s
+// (10–11 CPU s) with turns and 4.2–5.0 s (8 CPU s) without, in under
+// 0.55 GB, on two cores at a load of ~2 (BenchmarkSeedScaleTight,
+// BenchmarkSeedScaleTightTurns; docs/input-bound.md, Scale).
 package sim
