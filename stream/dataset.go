@@ -32,6 +32,9 @@ type Dataset struct {
 	shards   []shardRef // global shard ID → stream and entry
 	planner  *plan.Planner
 	table    *shardTable
+	// idleShards counts the idle open shards of the root Dataset's tables
+	// and its cursors' (see shardTable); only the root's is used.
+	idleShards atomic.Int64
 	// indexBytes is the size of every stream's index.json in the cache.
 	indexBytes int64
 
@@ -366,6 +369,9 @@ func (d *Dataset) Close() error {
 		d.stopBG()
 	}
 	d.bg.Wait()
+	if d.table != nil { // nil when Open failed early
+		d.table.closeIdle()
+	}
 	if d.parent != nil {
 		return nil // the streams and the cache are the parent's
 	}

@@ -1,0 +1,216 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"testing"
+
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/format/mds"
+	"github.com/sluicedata/sluice/plan"
+	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/filestore"
+)
+
+// idleDataset writes 600 samples in shards of about 30 and opens them
+// local-only, through a cache without a limit, or through a cache with
+// one.
+func idleDataset(t *testing.T, how string) *Dataset {
+	t.Helper()
+	dir := t.TempDir()
+	w, err := mds.NewWriter(dir, &mds.WriterOptions{Columns: map[string]string{"id": "int", "text": "str"}, SizeLimit: 400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 600 {
+		if err := w.Write(format.Sample{"id": int64(i), "text": fmt.Sprintf("sample %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	o := &Options{Local: dir, BatchSize: 4, Shuffle: true, ShuffleBlockSize: 300}
+	if how != "local" {
+		fb, err := filestore.New(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := &storage.Registry{}
+		reg.Register("src", func(context.Context, *url.URL) (storage.Bucket, error) { return fb, nil })
+		o.Remote, o.Local, o.Registry = "src://data", t.TempDir(), reg
+		o.CacheMemory = -1 // shards read from their files
+		if how == "limited" {
+			o.CacheLimit = 1 << 30
+		}
+	}
+	d, err := Open(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if d.NumShards() < 15 {
+		t.Fatalf("%d shards: want many", d.NumShards())
+	}
+	return d
+}
+
+// TestIdleShardsStayOpen checks that a shard whose last reader leaves
+// stays open for the next one where nothing can evict it (a shuffled epoch
+// changes shard at nearly every sample: it mapped and parsed the shard
+// again each time), holding no lease while idle, and that a shuffled
+// epoch still yields every sample once.
+func TestIdleShardsStayOpen(t *testing.T) {
+	ctx := context.Background()
+	for _, how := range []string{"local", "cached", "limited"} {
+		t.Run(how, func(t *testing.T) {
+			d := idleDataset(t, how)
+			ep, err := d.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 1}, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			it, err := ep.RankIter(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[int64]bool{}
+			for it.Next() {
+				s, err := it.Sample()
+				if err != nil {
+					t.Fatal(err)
+				}
+				id := s["id"].(int64)
+				if seen[id] {
+					t.Fatalf("sample %d twice", id)
+				}
+				seen[id] = true
+			}
+			if err := it.Err(); err != nil {
+				t.Fatal(err)
+			}
+			it.Close()
+			if len(seen) != 600 {
+				t.Fatalf("%d samples, want 600", len(seen))
+			}
+
+			first, _, err := d.table.acquire(ctx, 3, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.table.release(first)
+			if how != "limited" && first.lease != nil {
+				t.Errorf("a released shard holds its lease")
+			}
+			again, hit, err := d.table.acquire(ctx, 3, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !hit {
+				t.Errorf("shard 3 again: not a hit")
+			}
+			if how != "local" && again.lease == nil {
+				t.Errorf("shard 3 again: no lease")
+			}
+			if kept := again == first; kept != (how != "limited") {
+				t.Errorf("shard 3 taken again kept its open file: %v, want %v", kept, how != "limited")
+			}
+			d.table.release(again)
+			d.table.mu.Lock()
+			idle := d.table.idleLen
+			d.table.mu.Unlock()
+			if how == "limited" && idle != 0 {
+				t.Errorf("%d idle shards under a cache limit, want none", idle)
+			}
+			if how != "limited" && idle < 15 {
+				t.Errorf("%d idle shards after an epoch, want every shard", idle)
+			}
+			d.table.closeIdle()
+			d.table.mu.Lock()
+			defer d.table.mu.Unlock()
+			if d.table.idleLen != 0 || len(d.table.m) != 0 || d.table.idleHead != nil {
+				t.Errorf("after closeIdle: %d idle, %d open", d.table.idleLen, len(d.table.m))
+			}
+		})
+	}
+}
+
+// TestIdleShardsBounded checks the idle list's bound: the least recently
+// released shard is closed first.
+func TestIdleShardsBounded(t *testing.T) {
+	ctx := context.Background()
+	d := idleDataset(t, "local")
+	n := d.NumShards()
+	var opened []*openShard
+	for s := range n {
+		o, _, err := d.table.acquire(ctx, s, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opened = append(opened, o)
+	}
+	for _, o := range opened {
+		d.table.release(o)
+	}
+	d.table.mu.Lock()
+	if d.table.idleLen != n || d.table.idleTail != opened[0] || d.table.idleHead != opened[n-1] {
+		t.Errorf("idle list: %d long, want %d, oldest first out", d.table.idleLen, n)
+	}
+	d.table.mu.Unlock()
+	// With a bound of 5, releasing the shards again keeps the last 5.
+	d.table.mu.Lock()
+	d.table.maxIdle = 5
+	d.table.mu.Unlock()
+	d.table.closeIdle()
+	opened = opened[:0]
+	for s := range n {
+		o, _, err := d.table.acquire(ctx, s, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opened = append(opened, o)
+	}
+	for _, o := range opened {
+		d.table.release(o)
+	}
+	d.table.mu.Lock()
+	defer d.table.mu.Unlock()
+	if d.table.idleLen != 5 || len(d.table.m) != 5 {
+		t.Errorf("%d idle, %d open, want 5", d.table.idleLen, len(d.table.m))
+	}
+	for s := n - 5; s < n; s++ {
+		if d.table.m[s] != opened[s] {
+			t.Errorf("shard %d, among the 5 most recently released, was closed", s)
+		}
+	}
+	if got := d.idleShards.Load(); got != 5 {
+		t.Errorf("the dataset counts %d idle shards, want 5", got)
+	}
+}
+
+// TestIdleShardsOfCursors checks that a cursor's idle shards count in its
+// dataset's total, and that closing the cursor closes them.
+func TestIdleShardsOfCursors(t *testing.T) {
+	ctx := context.Background()
+	d := idleDataset(t, "cached")
+	c := d.Cursor()
+	for s := range 4 {
+		o, _, err := c.table.acquire(ctx, s, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.table.release(o)
+	}
+	if got := d.idleShards.Load(); got != 4 {
+		t.Errorf("the dataset counts %d idle shards of its cursor, want 4", got)
+	}
+	if got := c.idleShards.Load(); got != 0 {
+		t.Errorf("the cursor counts %d itself, want 0 (the root counts)", got)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.idleShards.Load(); got != 0 {
+		t.Errorf("%d idle shards after the cursor closed, want 0", got)
+	}
+}
