@@ -95,7 +95,45 @@ type Dataset struct {
 	settled   bool
 	settleErr error
 
+	// onEvict (guarded by c.mu) is called with a shard this process
+	// evicted, after its files are deleted (see OnEvict).
+	onEvict map[*func(shard int)]struct{}
+
 	stats counters
+}
+
+// OnEvict registers fn to be called with each shard of d this process
+// evicts, once its files are deleted: a reader that keeps a shard mapped
+// with no lease (a mapping keeps a deleted file's blocks allocated) drops
+// it there, so that the bytes the cache counts free are free. fn runs on
+// the evicting goroutine under the cache directory's lock: it must not
+// call into the Cache. The returned func removes fn.
+func (d *Dataset) OnEvict(fn func(shard int)) (remove func()) {
+	key := &fn
+	d.c.mu.Lock()
+	if d.onEvict == nil {
+		d.onEvict = make(map[*func(shard int)]struct{})
+	}
+	d.onEvict[key] = struct{}{}
+	d.c.mu.Unlock()
+	return func() {
+		d.c.mu.Lock()
+		delete(d.onEvict, key)
+		d.c.mu.Unlock()
+	}
+}
+
+// evicted calls the OnEvict functions with shard; without Cache.mu.
+func (d *Dataset) evicted(shard int) {
+	d.c.mu.Lock()
+	fns := make([]func(int), 0, len(d.onEvict))
+	for fn := range d.onEvict {
+		fns = append(fns, *fn)
+	}
+	d.c.mu.Unlock()
+	for _, fn := range fns {
+		fn(shard)
+	}
 }
 
 // shardState is a shard's in-process state, guarded by Cache.mu.

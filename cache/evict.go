@@ -271,6 +271,7 @@ func (d *Dataset) evictShard(shard int) int64 {
 			}
 		}
 	}
+	d.evicted(shard)
 	if freed > 0 {
 		c.stats.evictions.Add(1)
 		d.stats.evictions.Add(1)

@@ -28,5 +28,8 @@ func (d *Dataset) Cursor() *Dataset {
 	}
 	c.tracker = c.planner.NewTracker()
 	c.table = newShardTable(c)
+	root.tablesMu.Lock()
+	root.tables[c.table] = struct{}{}
+	root.tablesMu.Unlock()
 	return c
 }

@@ -35,6 +35,12 @@ type Dataset struct {
 	// idleShards counts the idle open shards of the root Dataset's tables
 	// and its cursors' (see shardTable); only the root's is used.
 	idleShards atomic.Int64
+	// tables are the shard tables of the root and its open cursors, which
+	// the cache's evictions reach (see shardTable); only the root's is
+	// used. dropEvict removes the root's cache.Dataset.OnEvict functions.
+	tablesMu  sync.Mutex
+	tables    map[*shardTable]struct{}
+	dropEvict []func()
 	// indexBytes is the size of every stream's index.json in the cache.
 	indexBytes int64
 
@@ -132,6 +138,13 @@ func Open(ctx context.Context, opts *Options) (_ *Dataset, err error) {
 	d.opts.setShardSamples(d.planner.NumSamples(), len(d.shards))
 	d.tracker = d.planner.NewTracker()
 	d.table = newShardTable(d)
+	d.tables = map[*shardTable]struct{}{d.table: {}}
+	for _, st := range d.streams {
+		if st.cds != nil {
+			st := st
+			d.dropEvict = append(d.dropEvict, st.cds.OnEvict(func(local int) { d.evicted(st.firstShar + local) }))
+		}
+	}
 	// The working set: one leased shard per consumer of this dataset plus
 	// one being fetched. Consumers are not known yet; require room for
 	// one reader, the minimum any use needs. NewEpoch checks again with
@@ -370,7 +383,16 @@ func (d *Dataset) Close() error {
 	}
 	d.bg.Wait()
 	if d.table != nil { // nil when Open failed early
+		r := d.root()
+		r.tablesMu.Lock()
+		delete(r.tables, d.table)
+		r.tablesMu.Unlock()
 		d.table.closeIdle()
+	}
+	if d.parent == nil {
+		for _, drop := range d.dropEvict {
+			drop()
+		}
 	}
 	if d.parent != nil {
 		return nil // the streams and the cache are the parent's

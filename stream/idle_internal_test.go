@@ -15,7 +15,7 @@ import (
 
 // idleDataset writes 600 samples in shards of about 30 and opens them
 // local-only, through a cache without a limit, or through a cache with
-// one.
+// one (1 GiB: "limited"; about 4 shards: "evicting").
 func idleDataset(t *testing.T, how string) *Dataset {
 	t.Helper()
 	dir := t.TempDir()
@@ -41,8 +41,11 @@ func idleDataset(t *testing.T, how string) *Dataset {
 		reg.Register("src", func(context.Context, *url.URL) (storage.Bucket, error) { return fb, nil })
 		o.Remote, o.Local, o.Registry = "src://data", t.TempDir(), reg
 		o.CacheMemory = -1 // shards read from their files
-		if how == "limited" {
+		switch how {
+		case "limited":
 			o.CacheLimit = 1 << 30
+		case "evicting":
+			o.CacheLimit = 21551 + 4*400 // the index and about 4 shards
 		}
 	}
 	d, err := Open(context.Background(), o)
@@ -99,7 +102,7 @@ func TestIdleShardsStayOpen(t *testing.T) {
 				t.Fatal(err)
 			}
 			d.table.release(first)
-			if how != "limited" && first.lease != nil {
+			if first.lease != nil {
 				t.Errorf("a released shard holds its lease")
 			}
 			again, hit, err := d.table.acquire(ctx, 3, false)
@@ -112,17 +115,14 @@ func TestIdleShardsStayOpen(t *testing.T) {
 			if how != "local" && again.lease == nil {
 				t.Errorf("shard 3 again: no lease")
 			}
-			if kept := again == first; kept != (how != "limited") {
-				t.Errorf("shard 3 taken again kept its open file: %v, want %v", kept, how != "limited")
+			if again != first {
+				t.Errorf("shard 3 taken again did not keep its open file")
 			}
 			d.table.release(again)
 			d.table.mu.Lock()
 			idle := d.table.idleLen
 			d.table.mu.Unlock()
-			if how == "limited" && idle != 0 {
-				t.Errorf("%d idle shards under a cache limit, want none", idle)
-			}
-			if how != "limited" && idle < 15 {
+			if idle < 15 {
 				t.Errorf("%d idle shards after an epoch, want every shard", idle)
 			}
 			d.table.closeIdle()
@@ -212,5 +212,58 @@ func TestIdleShardsOfCursors(t *testing.T) {
 	}
 	if got := d.idleShards.Load(); got != 0 {
 		t.Errorf("%d idle shards after the cursor closed, want 0", got)
+	}
+}
+
+// TestIdleShardsDroppedOnEviction reads shuffled epochs through a cache
+// that holds a few shards: every sample comes once, and no idle shard
+// keeps a file the cache evicted (its blocks would stay allocated past the
+// cache limit).
+func TestIdleShardsDroppedOnEviction(t *testing.T) {
+	ctx := context.Background()
+	d := idleDataset(t, "evicting")
+	for range 2 {
+		ep, err := d.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 1}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		it, err := ep.RankIter(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int64]bool{}
+		for it.Next() {
+			s, err := it.Sample()
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := s["id"].(int64)
+			if seen[id] {
+				t.Fatalf("sample %d twice", id)
+			}
+			seen[id] = true
+		}
+		if err := it.Err(); err != nil {
+			t.Fatal(err)
+		}
+		it.Close()
+		if len(seen) != 600 {
+			t.Fatalf("%d samples, want 600", len(seen))
+		}
+		if ev := d.cache.Stats().Evictions; ev == 0 {
+			t.Fatalf("no eviction: the test needs a cache that evicts")
+		}
+		d.table.mu.Lock()
+		idle := 0
+		for o := d.table.idleHead; o != nil; o = o.next {
+			idle++
+			if !o.sameFile() {
+				t.Errorf("idle shard %d keeps a file the cache evicted (%s)", o.shard, o.readPath)
+			}
+		}
+		d.table.mu.Unlock()
+		if idle == 0 {
+			t.Errorf("no idle shard: the cache's present shards should stay open")
+		}
 	}
 }

@@ -37,6 +37,9 @@ type openShard struct {
 	// idle (shardTable.idle).
 	readPath string
 	mem      bool
+	// file identifies the file readPath named when it was opened (see
+	// sameFile).
+	file os.FileInfo
 	// prev and next link an idle shard into shardTable's idle list
 	// (guarded by shardTable.mu).
 	prev, next *openShard
@@ -253,20 +256,48 @@ func (d *Dataset) root() *Dataset {
 }
 
 // mayKeepIdle reports whether o may stay open with no reader: an MDS
-// shard read from a file of a local-only stream or of a cache without a
-// limit (see shardTable).
+// shard read from a file (see shardTable).
 func (d *Dataset) mayKeepIdle(o *openShard) bool {
 	if o.mem || o.r == nil {
 		return false
 	}
-	if _, ok := o.r.(*mds.Shard); !ok {
+	_, ok := o.r.(*mds.Shard)
+	return ok
+}
+
+// sameFile reports whether readPath still names the file o was opened
+// from: another process sharing the cache may have evicted it (and
+// fetched it again), where this process's OnEvict does not reach.
+func (o *openShard) sameFile() bool {
+	if o.file == nil {
 		return false
 	}
-	ref := d.shards[o.shard]
-	if d.streams[ref.stream].cds == nil {
-		return true
+	fi, err := os.Stat(o.readPath)
+	return err == nil && os.SameFile(fi, o.file)
+}
+
+// evicted closes shard wherever it is idle in the root d's tables: the
+// cache of this process deleted its files (cache.Dataset.OnEvict), and a
+// mapping would keep their blocks.
+func (d *Dataset) evicted(shard int) {
+	d.tablesMu.Lock()
+	tables := make([]*shardTable, 0, len(d.tables))
+	for t := range d.tables {
+		tables = append(tables, t)
 	}
-	return d.cache != nil && d.cache.Limit() <= 0
+	d.tablesMu.Unlock()
+	for _, t := range tables {
+		t.mu.Lock()
+		o := t.m[shard]
+		if o == nil || o.refs > 0 {
+			t.mu.Unlock()
+			continue
+		}
+		t.unlinkIdle(o)
+		delete(t.m, shard)
+		t.mu.Unlock()
+		o.close()
+	}
 }
 
 // reopen makes an idle shard current again: for a cached stream it takes
@@ -288,7 +319,7 @@ func (d *Dataset) reopen(ctx context.Context, o *openShard, early bool) (*openSh
 		o.close()
 		return nil, false, fmt.Errorf("stream: shard %d: %w", o.shard, err)
 	}
-	if l.Bytes() == nil && l.ReadPath(0) == o.readPath {
+	if l.Bytes() == nil && l.ReadPath(0) == o.readPath && o.sameFile() {
 		o.lease = l
 		return o, l.Hit(), nil
 	}
@@ -356,6 +387,9 @@ func (d *Dataset) open(ctx context.Context, shard int, early bool) (*openShard, 
 			return nil, false, fmt.Errorf("stream: shard %d: %w", shard, err)
 		}
 		o.r = r
+		if fi, err := os.Stat(o.readPath); err == nil {
+			o.file = fi
+		}
 		return o, hit, nil
 	} else {
 		p, err := st.localRaw(info)
