@@ -59,6 +59,40 @@ func idleDataset(t *testing.T, how string) *Dataset {
 	return d
 }
 
+// readEpochOnce reads a shuffled epoch of idleDataset's 600 samples with
+// one rank iterator and fails unless every sample comes exactly once.
+func readEpochOnce(t *testing.T, d *Dataset) {
+	t.Helper()
+	ctx := context.Background()
+	ep, err := d.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := ep.RankIter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	seen := map[int64]bool{}
+	for it.Next() {
+		s, err := it.Sample()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := s["id"].(int64)
+		if seen[id] {
+			t.Fatalf("sample %d twice", id)
+		}
+		seen[id] = true
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 600 {
+		t.Fatalf("%d samples, want 600", len(seen))
+	}
+}
+
 // TestIdleShardsStayOpen checks that a shard whose last reader leaves
 // stays open for the next one where nothing can evict it (a shuffled epoch
 // changes shard at nearly every sample: it mapped and parsed the shard
@@ -69,33 +103,7 @@ func TestIdleShardsStayOpen(t *testing.T) {
 	for _, how := range []string{"local", "cached", "limited"} {
 		t.Run(how, func(t *testing.T) {
 			d := idleDataset(t, how)
-			ep, err := d.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 1}, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			it, err := ep.RankIter(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			seen := map[int64]bool{}
-			for it.Next() {
-				s, err := it.Sample()
-				if err != nil {
-					t.Fatal(err)
-				}
-				id := s["id"].(int64)
-				if seen[id] {
-					t.Fatalf("sample %d twice", id)
-				}
-				seen[id] = true
-			}
-			if err := it.Err(); err != nil {
-				t.Fatal(err)
-			}
-			it.Close()
-			if len(seen) != 600 {
-				t.Fatalf("%d samples, want 600", len(seen))
-			}
+			readEpochOnce(t, d)
 
 			first, _, err := d.table.acquire(ctx, 3, false)
 			if err != nil {
@@ -220,36 +228,9 @@ func TestIdleShardsOfCursors(t *testing.T) {
 // keeps a file the cache evicted (its blocks would stay allocated past the
 // cache limit).
 func TestIdleShardsDroppedOnEviction(t *testing.T) {
-	ctx := context.Background()
 	d := idleDataset(t, "evicting")
 	for range 2 {
-		ep, err := d.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 1}, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		it, err := ep.RankIter(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen := map[int64]bool{}
-		for it.Next() {
-			s, err := it.Sample()
-			if err != nil {
-				t.Fatal(err)
-			}
-			id := s["id"].(int64)
-			if seen[id] {
-				t.Fatalf("sample %d twice", id)
-			}
-			seen[id] = true
-		}
-		if err := it.Err(); err != nil {
-			t.Fatal(err)
-		}
-		it.Close()
-		if len(seen) != 600 {
-			t.Fatalf("%d samples, want 600", len(seen))
-		}
+		readEpochOnce(t, d)
 		if ev := d.cache.Stats().Evictions; ev == 0 {
 			t.Fatalf("no eviction: the test needs a cache that evicts")
 		}
