@@ -67,6 +67,13 @@ type Options struct {
 	// Retry is the retry policy of every store the agent's datasets read
 	// (stream.Options.Retry); nil means the defaults.
 	Retry *retry.Options
+	// Instrument, when set, wraps every store the agent opens for a
+	// dataset, through Registry or with a job's own store settings
+	// (agentapi.Open.Env), below the retry decorators: dataset is the
+	// name the agent's per-rank figures give the dataset (MetricsSnapshot).
+	// The command's --metrics-addr times store requests this way
+	// (metrics.Store.Bucket).
+	Instrument func(dataset string, b storage.Bucket) storage.Bucket
 }
 
 // Agent serves datasets to clients. Create it with New, run it with Serve.
@@ -135,7 +142,7 @@ func New(opts *Options) (*Agent, error) {
 	a.gone = sync.NewCond(&a.mu)
 	a.opts.Retry = a.retries.Hook(o.Retry)
 	if o.Registry != nil {
-		a.pool = &bucketPool{base: o.Registry}
+		a.pool = &bucketPool{base: o.Registry, instrument: o.Instrument}
 		a.registry = a.pool.registry()
 	}
 	return a, nil

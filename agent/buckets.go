@@ -25,6 +25,9 @@ import (
 // dataset and cache.
 type bucketPool struct {
 	base *storage.Registry
+	// instrument wraps each store the pool opens (Options.Instrument);
+	// nil leaves them as they are.
+	instrument func(dataset string, b storage.Bucket) storage.Bucket
 
 	mu      sync.Mutex
 	buckets map[string]storage.Bucket
@@ -51,6 +54,10 @@ func (p *bucketPool) open(ctx context.Context, u *url.URL) (storage.Bucket, erro
 	// decorated for one dataset is never handed to another that asked for
 	// other settings.
 	key := u.String() + "\x00" + env.fingerprint() + "\x00" + stack.OptionsFrom(ctx).Key()
+	if p.instrument != nil {
+		// Each dataset's requests are timed under its own name.
+		key += "\x00" + datasetFrom(ctx)
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -67,6 +74,9 @@ func (p *bucketPool) open(ctx context.Context, u *url.URL) (storage.Bucket, erro
 		b, err = p.openWithEnv(ctx, u, env)
 	} else {
 		b, err = p.base.Open(ctx, u.String())
+		if err == nil {
+			b = p.instrumented(ctx, b)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -90,6 +100,15 @@ func (p *bucketPool) open(ctx context.Context, u *url.URL) (storage.Bucket, erro
 }
 
 // close closes every pooled store.
+// instrumented returns b wrapped by the pool's instrument for the dataset
+// ctx names (b itself without one).
+func (p *bucketPool) instrumented(ctx context.Context, b storage.Bucket) storage.Bucket {
+	if p.instrument == nil {
+		return b
+	}
+	return p.instrument(datasetFrom(ctx), b)
+}
+
 func (p *bucketPool) close() error {
 	p.mu.Lock()
 	bs := p.buckets

@@ -220,7 +220,7 @@ func (a *Agent) openDataset(ctx context.Context, key string, spec agentapi.Datas
 	if err != nil {
 		return nil, err
 	}
-	ds, err := stream.Open(ctx, &o)
+	ds, err := stream.Open(withDataset(ctx, metricsName(&o)), &o)
 	if err != nil {
 		return nil, err
 	}

@@ -77,6 +77,20 @@ func (e jobEnv) fingerprint() string {
 
 type envKey struct{}
 
+// metricsNameKey carries, for the pool's openers, the metrics name of the
+// dataset whose stores are being opened (metricsName).
+type metricsNameKey struct{}
+
+// withDataset returns ctx naming the dataset name for the pool's openers.
+func withDataset(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, metricsNameKey{}, name)
+}
+
+func datasetFrom(ctx context.Context) string {
+	n, _ := ctx.Value(metricsNameKey{}).(string)
+	return n
+}
+
 // withEnv returns ctx carrying e for the pool's openers.
 func withEnv(ctx context.Context, e jobEnv) context.Context {
 	if e == nil {
@@ -111,7 +125,7 @@ func (p *bucketPool) openWithEnv(ctx context.Context, u *url.URL, e jobEnv) (sto
 		if err != nil {
 			return nil, err
 		}
-		return stack.Wrap(b, stack.OptionsFrom(ctx))
+		return stack.Wrap(p.instrumented(ctx, b), stack.OptionsFrom(ctx))
 	case "gs":
 		if err := refuseAgentEnv(u, e, gcsVar, gcsHandled); err != nil {
 			return nil, err
@@ -124,7 +138,7 @@ func (p *bucketPool) openWithEnv(ctx context.Context, u *url.URL, e jobEnv) (sto
 		if err != nil {
 			return nil, err
 		}
-		return stack.Wrap(b, stack.OptionsFrom(ctx))
+		return stack.Wrap(p.instrumented(ctx, b), stack.OptionsFrom(ctx))
 	case "az", "azure":
 		if err := refuseAgentEnv(u, e, azVar, azHandled); err != nil {
 			return nil, err
@@ -136,7 +150,7 @@ func (p *bucketPool) openWithEnv(ctx context.Context, u *url.URL, e jobEnv) (sto
 		if err != nil {
 			return nil, err
 		}
-		return stack.Wrap(b, stack.OptionsFrom(ctx))
+		return stack.Wrap(p.instrumented(ctx, b), stack.OptionsFrom(ctx))
 	}
 	return p.base.Open(ctx, u.String())
 }

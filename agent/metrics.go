@@ -7,11 +7,25 @@ import (
 
 	"github.com/sluicedata/sluice/agentapi"
 	"github.com/sluicedata/sluice/metrics"
+	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/stream"
 )
 
 // usageTimeout bounds the cache-usage read of one scrape.
 const usageTimeout = 2 * time.Second
+
+// metricsName is the dataset label of o's figures: its remote (any
+// credentials in it redacted) or local directory, and its split.
+func metricsName(o *stream.Options) string {
+	name := storage.RedactURL(o.Remote)
+	if name == "" {
+		name = o.Local
+	}
+	if o.Split != "" {
+		name += "/" + o.Split
+	}
+	return name
+}
 
 // MetricsSnapshot returns the agent's live figures for package metrics:
 // per job cursor (one per rank and DataLoader worker) what its stream
@@ -21,13 +35,7 @@ func (a *Agent) MetricsSnapshot() metrics.Snapshot {
 	var s metrics.Snapshot
 	a.mu.Lock()
 	for _, j := range a.jobs {
-		name := j.ds.opts.Remote
-		if name == "" {
-			name = j.ds.opts.Local
-		}
-		if j.ds.opts.Split != "" {
-			name += "/" + j.ds.opts.Split
-		}
+		name := metricsName(&j.ds.opts)
 		for k, c := range j.cursors {
 			st := c.Stats()
 			s.Ranks = append(s.Ranks, metrics.Rank{

@@ -13,9 +13,11 @@ import (
 )
 
 // Store times the requests of the buckets it instruments:
-// sluice_store_request_seconds{op} (a histogram of the time to the first
-// byte of a read, or to the answer of a stat or list) and
-// sluice_store_errors_total{op}.
+// sluice_store_request_seconds{dataset,op} (a histogram of the time to the
+// first byte of a read, or to the answer of a stat or list) and
+// sluice_store_errors_total{dataset,op}. The dataset label is the name
+// the bucket was instrumented under (Bucket): the agent gives the one its
+// per-rank figures use, Registry the URL opened.
 type Store struct {
 	latency *prometheus.HistogramVec
 	errs    *prometheus.CounterVec
@@ -28,11 +30,11 @@ func NewStore() *Store {
 			Name:    "sluice_store_request_seconds",
 			Help:    "Store request latency: time to the first byte of a read, or to a stat's or list's answer.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16), // 1 ms .. 33 s
-		}, []string{"op"}),
+		}, []string{"dataset", "op"}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_store_errors_total",
 			Help: "Store requests that failed (each failed attempt before a retry counts).",
-		}, []string{"op"}),
+		}, []string{"dataset", "op"}),
 	}
 }
 
@@ -41,17 +43,20 @@ func (s *Store) Register(reg prometheus.Registerer) error {
 	return errors.Join(reg.Register(s.latency), reg.Register(s.errs))
 }
 
-func (s *Store) observe(op string, start time.Time, err error) {
-	s.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
-	if err != nil && !errors.Is(err, context.Canceled) {
-		s.errs.WithLabelValues(op).Inc()
-	}
-}
+// The operations a bucket times, numbering its series (see Bucket).
+const (
+	opStat = iota
+	opGet
+	opList
+	nOps
+)
 
 // Registry returns a registry that opens every scheme of r and
-// instruments the buckets it opens. Open stores through the result only
-// (the decorators r's openers add stay underneath, so every attempt of a
-// retried request is timed).
+// instruments the buckets it opens, each under its URL (credentials in
+// it redacted) as the dataset label. Open stores through the result only. The
+// standard decorators (storage/stack: retries, the bound on requests in
+// flight) that a stream adds over an undecorated store then sit above the
+// timing, so each attempt of a retried request is timed.
 func (s *Store) Registry(r *storage.Registry) *storage.Registry {
 	out := &storage.Registry{}
 	for _, scheme := range r.Schemes() {
@@ -60,18 +65,34 @@ func (s *Store) Registry(r *storage.Registry) *storage.Registry {
 			if err != nil {
 				return nil, err
 			}
-			return s.Bucket(b), nil
+			return s.Bucket(storage.RedactURL(u.String()), b), nil
 		})
 	}
 	return out
 }
 
-// Bucket returns b with its requests timed.
-func (s *Store) Bucket(b storage.Bucket) storage.Bucket { return &bucket{Bucket: b, s: s} }
+// Bucket returns b with its requests timed under the dataset label
+// dataset.
+func (s *Store) Bucket(dataset string, b storage.Bucket) storage.Bucket {
+	out := &bucket{Bucket: b}
+	for i, op := range [nOps]string{opStat: "stat", opGet: "get", opList: "list"} {
+		out.latency[i] = s.latency.WithLabelValues(dataset, op)
+		out.errs[i] = s.errs.WithLabelValues(dataset, op)
+	}
+	return out
+}
 
 type bucket struct {
 	storage.Bucket
-	s *Store
+	latency [nOps]prometheus.Observer
+	errs    [nOps]prometheus.Counter
+}
+
+func (b *bucket) observe(op int, start time.Time, err error) {
+	b.latency[op].Observe(time.Since(start).Seconds())
+	if err != nil && !errors.Is(err, context.Canceled) {
+		b.errs[op].Inc()
+	}
 }
 
 // Unwrap returns the instrumented bucket (so the decorator stack sees
@@ -81,20 +102,20 @@ func (b *bucket) Unwrap() storage.Bucket { return b.Bucket }
 func (b *bucket) Stat(ctx context.Context, key string) (storage.ObjectInfo, error) {
 	start := time.Now()
 	info, err := b.Bucket.Stat(ctx, key)
-	b.s.observe("stat", start, err)
+	b.observe(opStat, start, err)
 	return info, err
 }
 
 func (b *bucket) NewRangeReader(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
 	start := time.Now()
 	r, err := b.Bucket.NewRangeReader(ctx, key, off, length)
-	b.s.observe("get", start, err)
+	b.observe(opGet, start, err)
 	return r, err
 }
 
 func (b *bucket) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {
 	start := time.Now()
 	err := b.Bucket.List(ctx, prefix, fn)
-	b.s.observe("list", start, err)
+	b.observe(opList, start, err)
 	return err
 }

@@ -41,12 +41,13 @@ func listenAgentMetrics(addr string, allowRemote bool) (*agentMetrics, error) {
 	return m, nil
 }
 
-// registry returns r with the stores it opens timed.
-func (m *agentMetrics) registry(r *storage.Registry) *storage.Registry {
-	if m == nil || r == nil {
-		return r
+// instrument returns the agent's hook that times the requests of every
+// store it opens (nil without metrics).
+func (m *agentMetrics) instrument() func(dataset string, b storage.Bucket) storage.Bucket {
+	if m == nil {
+		return nil
 	}
-	return m.store.Registry(r)
+	return m.store.Bucket
 }
 
 // close releases the listener of metrics that were never served.

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicedata/sluice/agentapi"
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/format/mds"
+	"github.com/sluicedata/sluice/internal/s3test"
 	"github.com/sluicedata/sluice/metrics"
 )
 
@@ -42,12 +43,37 @@ func waitFile(t *testing.T, path string) {
 func TestAgentMetricsScrape(t *testing.T) {
 	dir := t.TempDir()
 	remote := filepath.Join(dir, "remote")
-	w, err := mds.NewWriter(remote, &mds.WriterOptions{Columns: map[string]string{"id": "int", "pad": "bytes"}, SizeLimit: 4096})
+	shards := writeMetricsDataset(t, remote)
+	scrapeEpoch(t, dir, agentapi.Dataset{Remote: remote, Local: filepath.Join(dir, "cache"), BatchSize: 8}, nil, remote, shards)
+}
+
+// TestAgentMetricsScrapeS3JobEnv is the scrape of a job that sends its
+// store settings, as the Python client always does (its AWS_* and
+// S3_ENDPOINT_URL variables): the agent opens that job's store itself
+// with them, and its requests are timed in sluice_store_request_seconds
+// too, labelled with the dataset (they were not timed at all).
+func TestAgentMetricsScrapeS3JobEnv(t *testing.T) {
+	srv := s3test.Require(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	shards := writeMetricsDataset(t, src)
+	prefix := s3test.NewPrefix("cli-metrics-env")
+	s3test.UploadDir(t, srv.Open(t, prefix), src)
+	remote := "s3://" + srv.Bucket + "/" + prefix
+	env := map[string]string{"AWS_ACCESS_KEY_ID": srv.AccessKey, "AWS_SECRET_ACCESS_KEY": srv.SecretKey,
+		"AWS_REGION": srv.Region, "S3_ENDPOINT_URL": srv.Endpoint}
+	scrapeEpoch(t, dir, agentapi.Dataset{Remote: remote, Local: filepath.Join(dir, "cache"), BatchSize: 8}, env, remote, shards)
+}
+
+// writeMetricsDataset writes 300 samples (id, 100 bytes) in small shards
+// into dir and returns the number of shards.
+func writeMetricsDataset(t *testing.T, dir string) int {
+	t.Helper()
+	w, err := mds.NewWriter(dir, &mds.WriterOptions{Columns: map[string]string{"id": "int", "pad": "bytes"}, SizeLimit: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 300
-	for i := range n {
+	for i := range metricsSamples {
 		if err := w.Write(format.Sample{"id": int64(i), "pad": make([]byte, 100)}); err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +81,18 @@ func TestAgentMetricsScrape(t *testing.T) {
 	if err := w.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	shards := len(w.Shards())
+	return len(w.Shards())
+}
+
+const metricsSamples = 300
+
+// scrapeEpoch starts `sluice agent --metrics-addr unix:PATH` under dir,
+// reads one epoch of ds through it (as a job sending env), scrapes
+// /metrics, parses it with Prometheus's text parser and checks the
+// figures of the dataset named name (shards shards).
+func scrapeEpoch(t *testing.T, dir string, ds agentapi.Dataset, env map[string]string, name string, shards int) {
+	t.Helper()
+	const n = metricsSamples
 	agentDir := filepath.Join(dir, "agent")
 	msock := filepath.Join(dir, "metrics.sock")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -80,8 +117,7 @@ func TestAgentMetricsScrape(t *testing.T) {
 	}
 	defer c.Close()
 	world := agentapi.World{WorldSize: 1, LocalWorldSize: 1, NumWorkers: 1}
-	op, err := c.Open(ctx, agentapi.Open{Job: "metrics", World: world,
-		Dataset: agentapi.Dataset{Remote: remote, Local: filepath.Join(dir, "cache"), BatchSize: 8}})
+	op, err := c.Open(ctx, agentapi.Open{Job: "metrics", World: world, Dataset: ds, Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +180,7 @@ func TestAgentMetricsScrape(t *testing.T) {
 		}
 		return sum
 	}
-	rank := map[string]string{"dataset": remote, "rank": "0"}
+	rank := map[string]string{"dataset": name, "rank": "0"}
 	if v := value("sluice_samples_delivered_total", rank); v != n {
 		t.Errorf("samples delivered %v, want %d", v, n)
 	}
@@ -162,8 +198,8 @@ func TestAgentMetricsScrape(t *testing.T) {
 	if v := value("sluice_cache_downloads_total", nil); v != float64(shards) {
 		t.Errorf("downloads %v, want %d shards", v, shards)
 	}
-	if v := value("sluice_store_request_seconds", map[string]string{"op": "get"}); v < float64(shards) {
-		t.Errorf("%v timed GETs, want at least %d", v, shards)
+	if v := value("sluice_store_request_seconds", map[string]string{"op": "get", "dataset": name}); v < float64(shards) {
+		t.Errorf("%v timed GETs of %s, want at least %d", v, name, shards)
 	}
 	_ = value("sluice_cache_limit_bytes", nil)
 	if v := value("sluice_cache_bytes", nil); v <= 0 {
