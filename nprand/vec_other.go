@@ -18,3 +18,6 @@ func shuffleFast[T int32 | int64](*Generator, []T, uint64, uint64) bool { return
 
 // shuffleSwapFast reports false: only amd64 has the vector kernels.
 func shuffleSwapFast(*Generator, uint64, func(i, j int)) bool { return false }
+
+// partnersFast reports false: only amd64 has the vector kernels.
+func partnersFast(*Generator, []uint32, uint64, uint64) bool { return false }

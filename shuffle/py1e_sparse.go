@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"sync"
+
+	"github.com/sluicedata/sluice/nprand"
 )
 
 // sparseDefault is the longest request served by fillSparse: a few batches,
@@ -256,8 +258,11 @@ func ceilInt(x float64) int64 {
 	return int64(math.Ceil(x))
 }
 
-// idsOf writes the sample IDs of node c's inputs sel[k].j into dst[k],
-// shuffling each span that holds one of them once.
+// idsOf writes the sample IDs of node c's inputs sel[k].j into dst[k].
+// Each span holding some of them has its shuffle's draws made once, from
+// its end down to the lowest of them, and each ID is then found by
+// following it back through the partners of the steps after its own
+// (nprand's ShuffleSources): no span's IDs are written out and swapped.
 func (e *py1e) idsOf(dst []int64, c int, sel []jPos) {
 	l := e.l
 	ns := l.spanPos[l.nodeSpan[c]]
@@ -266,16 +271,34 @@ func (e *py1e) idsOf(dst []int64, c int, sel []jPos) {
 		order[x] = int32(x)
 	}
 	slices.SortFunc(order, func(u, v int32) int { return cmp.Compare(sel[u].j, sel[v].j) })
-	var buf []int64
-	si := -1
-	for _, x := range order {
-		j := sel[x].j
-		if si < 0 || l.spanPos[si+1]-ns <= j {
-			// The span's first selected input (they come in ascending
-			// j): only the shuffle's tail from there is needed.
-			si = l.spanAt(ns + j)
-			buf = shuffledSpanTail(buf, l.spans[si], e.shufCk[si], j-(l.spanPos[si]-ns))
+	var scratch []uint32
+	var at, src []int
+	for len(order) > 0 {
+		// The run of inputs (in ascending j) of one span.
+		si := l.spanAt(ns + sel[order[0]].j)
+		off, sp := l.spanPos[si]-ns, l.spans[si]
+		k := 1
+		for k < len(order) && sel[order[k]].j < off+sp.size() {
+			k++
 		}
-		dst[x] = buf[j-(l.spanPos[si]-ns)]
+		run := order[:k]
+		order = order[k:]
+		if sp.size() > nprand.MaxSourcesLen {
+			buf := shuffledSpanTail(nil, sp, e.shufCk[si], sel[run[0]].j-off)
+			for _, x := range run {
+				dst[x] = buf[sel[x].j-off]
+			}
+			continue
+		}
+		at, src = at[:0], src[:0]
+		for _, x := range run {
+			at = append(at, int(sel[x].j-off))
+			src = append(src, 0)
+		}
+		g := e.shufCk[si]
+		scratch = g.ShuffleSources(int(sp.size()), at, src, scratch)
+		for t, x := range run {
+			dst[x] = sp.begin + int64(src[t])
+		}
 	}
 }
