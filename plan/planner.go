@@ -17,7 +17,8 @@ type Planner struct {
 	streams   []streamInfo
 	layout    layout
 	epochSize int64
-	perms     *permCache // epoch shuffles shared by this Planner's Epochs
+	perms     *permCache     // epoch shuffles shared by this Planner's Epochs
+	resamples *resampleCache // epoch resamplings shared by this Planner's Epochs
 }
 
 // New validates the streams and options and resolves the stream weights
@@ -32,7 +33,7 @@ func New(streams []Stream, opts *Options) (*Planner, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Planner{opts: o, streams: infos, layout: newLayout(infos), perms: &permCache{}}
+	p := &Planner{opts: o, streams: infos, layout: newLayout(infos), perms: &permCache{}, resamples: &resampleCache{}}
 	for _, s := range infos {
 		p.epochSize += s.choose
 	}

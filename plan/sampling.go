@@ -125,9 +125,9 @@ func (r *resampled) at(x int64) int64 {
 	return u.base + j
 }
 
-// resample implements resample_streams(epoch, stream_id) (spec §11.3);
+// resampleNew implements resample_streams(epoch, stream_id) (spec §11.3);
 // stream < 0 means all streams.
-func (p *Planner) resample(c *epochConfig, stream int) (*resampled, error) {
+func (p *Planner) resampleNew(c *epochConfig, stream int) (*resampled, error) {
 	s := c.seed
 	if c.samplingMethod == SamplingBalanced {
 		s += c.epoch
