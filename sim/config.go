@@ -158,10 +158,11 @@ type Config struct {
 	// still synchronise over the simulated nodes only.
 	Nodes []int
 	// IndexRequests is the number of store requests opening the dataset
-	// makes (0: 1, as stream.Open on a fresh cache over S3: a GET of
-	// index.json, whose response tells what a Stat would; stores that do
-	// not say, GCS, Azure, HTTP and files, and tar datasets add a Stat:
-	// 2).
+	// makes (0: 1, as stream.Open on a fresh cache over S3, Azure, HTTP
+	// and files: a GET of index.json, whose response tells what a Stat
+	// would; GCS, whose reads do not say, adds a Stat: 2; a tar dataset
+	// without an index adds the scan of its shards' headers). sluice
+	// simulate counts them as it reads the index.
 	IndexRequests int
 	// KeepSteps records every step's wait in the report (memory: 8 bytes
 	// per step and node).

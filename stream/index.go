@@ -78,11 +78,12 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (s
 		}
 		// What the store records of the index (ModTime, ETag), recorded
 		// in the background once it is written (best effort; Close waits
-		// for it): what the GET's response told of it, or else asked for
-		// (Stat) while the index is written to the cache, so that neither
-		// delays the first shard's download.
+		// for it): what the GET's response told of it (nothing for a tar
+		// index built from the shards: the store has no index.json), or
+		// else asked for (Stat) while the index is written to the cache,
+		// so that neither delays the first shard's download.
 		stated := make(chan storage.ObjectInfo, 1)
-		if told && n >= 0 && got.Size == n {
+		if told && (n < 0 || got.Size == n) {
 			stated <- got
 			close(stated)
 		} else {

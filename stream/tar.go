@@ -39,8 +39,11 @@ func tarStreamRoot(remote string) (string, *tarSpec, error) {
 // readStreamIndex returns the bytes of a remote stream's index.json: read
 // from the store, or, for a tar dataset (spec, or a directory of .tar
 // objects without an index), selected from the index beside the shards
-// or built from their headers. For an index.json read as it is in the
-// store, info (ok) is what the store's response told of it, when it did.
+// or built from their headers. ok reports that the store need not be
+// asked about index.json (Stat) for what is recorded of it: info is what
+// the response to its GET told of the store's index.json (read as it is,
+// or selected from), or zero for an index built from the shards' headers
+// (there is no index.json to ask about).
 func readStreamIndex(ctx context.Context, b storage.Bucket, spec *tarSpec) ([]byte, storage.ObjectInfo, bool, error) {
 	raw, info, ok, err := storage.ReadAllInfo(ctx, b, format.IndexFile, maxIndexBytes)
 	if spec == nil {
@@ -57,8 +60,8 @@ func readStreamIndex(ctx context.Context, b storage.Bucket, spec *tarSpec) ([]by
 	}
 	if err == nil {
 		if idx, perr := format.ParseIndex(raw); perr == nil {
-			if sel, ok := selectTarIndex(idx, spec.keys); ok {
-				return format.AppendIndex(nil, sel), storage.ObjectInfo{}, false, nil
+			if sel, sok := selectTarIndex(idx, spec.keys); sok {
+				return format.AppendIndex(nil, sel), info, ok, nil
 			}
 		}
 	}
@@ -66,7 +69,7 @@ func readStreamIndex(ctx context.Context, b storage.Bucket, spec *tarSpec) ([]by
 	if err != nil {
 		return nil, storage.ObjectInfo{}, false, fmt.Errorf("index tar shards of %s: %w", spec.spec, err)
 	}
-	return format.AppendIndex(nil, idx), storage.ObjectInfo{}, false, nil
+	return format.AppendIndex(nil, idx), storage.ObjectInfo{}, true, nil
 }
 
 // TarDataset is a parsed tar dataset spec: the store root (a URL or

@@ -148,7 +148,7 @@ func runSimulate(ctx context.Context, e *env, f *simulateFlags, args []string) e
 	if f.batchSize <= 0 {
 		return errors.New("simulate: --batch-size is required")
 	}
-	ds, name, err := simulateDataset(ctx, e, f, args)
+	ds, name, opens, err := simulateDataset(ctx, e, f, args)
 	if err != nil {
 		return err
 	}
@@ -156,6 +156,7 @@ func runSimulate(ctx context.Context, e *env, f *simulateFlags, args []string) e
 	if err != nil {
 		return err
 	}
+	base.IndexRequests = opens
 	maxMem, err := stream.ParseBytes(f.maxMemory)
 	if err != nil {
 		return fmt.Errorf("simulate: --max-memory: %w", err)
@@ -287,8 +288,9 @@ func sumStored(d *sim.Dataset) (n int64) {
 	return n
 }
 
-// simulateDataset describes the dataset from the argument or the flags.
-func simulateDataset(ctx context.Context, e *env, f *simulateFlags, args []string) (*sim.Dataset, string, error) {
+// simulateDataset describes the dataset from the argument or the flags,
+// and how many store requests opening it takes (sim.Config.IndexRequests).
+func simulateDataset(ctx context.Context, e *env, f *simulateFlags, args []string) (_ *sim.Dataset, name string, opens int, _ error) {
 	given := 0
 	for _, b := range []bool{len(args) > 0, f.shardSizes != "", f.shards > 0 || f.samples != ""} {
 		if b {
@@ -296,39 +298,39 @@ func simulateDataset(ctx context.Context, e *env, f *simulateFlags, args []strin
 		}
 	}
 	if given != 1 {
-		return nil, "", errors.New("simulate: give exactly one of DATASET_OR_INDEX, --shard-sizes or --shards with --samples")
+		return nil, "", 0, errors.New("simulate: give exactly one of DATASET_OR_INDEX, --shard-sizes or --shards with --samples")
 	}
 	if len(args) > 0 {
-		data, name, err := readIndexFile(ctx, e, args[0])
+		data, name, opens, err := readIndexFile(ctx, e, args[0])
 		if err != nil {
-			return nil, "", err
+			return nil, "", 0, err
 		}
 		idx, err := format.ParseIndex(data)
 		if err != nil {
-			return nil, "", fmt.Errorf("simulate: %s: %w", name, err)
+			return nil, "", 0, fmt.Errorf("simulate: %s: %w", name, err)
 		}
 		d := sim.DatasetFromIndex(idx, int64(len(data)), f.keepZip)
-		return &d, args[0], nil
+		return &d, args[0], opens, nil
 	}
 	per, err := stream.ParseBytes(f.sampleBytes)
 	if err != nil {
-		return nil, "", fmt.Errorf("simulate: --sample-bytes: %w", err)
+		return nil, "", 0, fmt.Errorf("simulate: --sample-bytes: %w", err)
 	}
 	var sizes []int64
 	if f.shardSizes != "" {
 		if sizes, err = parseShardSizes(f.shardSizes); err != nil {
-			return nil, "", fmt.Errorf("simulate: %w", err)
+			return nil, "", 0, fmt.Errorf("simulate: %w", err)
 		}
 	} else {
 		if f.shards <= 0 || f.samples == "" {
-			return nil, "", errors.New("simulate: --shards and --samples go together")
+			return nil, "", 0, errors.New("simulate: --shards and --samples go together")
 		}
 		if f.shards > 1<<24 {
-			return nil, "", fmt.Errorf("simulate: --shards %d: at most %d", f.shards, 1<<24)
+			return nil, "", 0, fmt.Errorf("simulate: --shards %d: at most %d", f.shards, 1<<24)
 		}
 		total, err := plan.ParseEpochSize(f.samples)
 		if err != nil {
-			return nil, "", fmt.Errorf("simulate: --samples: %w", err)
+			return nil, "", 0, fmt.Errorf("simulate: --samples: %w", err)
 		}
 		sizes = make([]int64, f.shards)
 		for i := range sizes {
@@ -339,53 +341,58 @@ func simulateDataset(ctx context.Context, e *env, f *simulateFlags, args []strin
 		}
 	}
 	if err := checkUniformSizes(sizes, per); err != nil {
-		return nil, "", err
+		return nil, "", 0, err
 	}
 	// index.json holds about 400 bytes per shard.
 	d := sim.UniformDataset(sizes, per, int64(400*len(sizes)))
-	return &d, "(synthetic)", nil
+	return &d, "(synthetic)", 1, nil
 }
 
-// readIndexFile reads index.json from a file, a directory or a store URL.
-func readIndexFile(ctx context.Context, e *env, src string) ([]byte, string, error) {
-	if data, name, ok, err := readSimTarIndex(ctx, e, src, false); ok {
-		return data, name, err
+// readIndexFile reads index.json from a file, a directory or a store URL,
+// and returns the number of store requests stream.Open makes to read it
+// from there on a fresh cache (1 for a file or directory: what opening it
+// from a store takes at the least).
+func readIndexFile(ctx context.Context, e *env, src string) (data []byte, name string, opens int, err error) {
+	if data, name, ok, opens, err := readSimTarIndex(ctx, e, src, false); ok {
+		return data, name, opens, err
 	}
 	if !strings.Contains(src, "://") {
 		name := src
 		if fi, err := os.Stat(src); err != nil {
-			return nil, "", fmt.Errorf("simulate: %w", err)
+			return nil, "", 0, fmt.Errorf("simulate: %w", err)
 		} else if fi.IsDir() {
 			name = src + string(os.PathSeparator) + format.IndexFile
 		}
 		data, err := readFileLimited(name, stream.DefaultMaxIndexBytes)
 		if errors.Is(err, fs.ErrNotExist) && name != src {
 			// A directory of WebDataset tars without an index.
-			if tdata, tname, ok, terr := readSimTarIndex(ctx, e, src, true); ok {
-				return tdata, tname, terr
+			if tdata, tname, ok, _, terr := readSimTarIndex(ctx, e, src, true); ok {
+				return tdata, tname, 1, terr
 			}
 		}
 		if err != nil {
-			return nil, "", fmt.Errorf("simulate: %w", err)
+			return nil, "", 0, fmt.Errorf("simulate: %w", err)
 		}
-		return data, name, nil
+		return data, name, 1, nil
 	}
 	d, err := openDataset(ctx, e, src)
 	if err != nil {
-		return nil, "", fmt.Errorf("simulate: %w", err)
+		return nil, "", 0, fmt.Errorf("simulate: %w", err)
 	}
 	defer d.Close()
-	data, err := storage.ReadAll(ctx, d.bucket, format.IndexFile, stream.DefaultMaxIndexBytes)
+	cb := &countingBucket{Bucket: d.bucket}
+	data, err = storage.ReadAll(ctx, cb, format.IndexFile, stream.DefaultMaxIndexBytes)
 	if errors.Is(err, fs.ErrNotExist) {
-		// A store root of WebDataset tars without an index.
-		if tdata, tname, ok, terr := readSimTarIndex(ctx, e, src, true); ok {
-			return tdata, tname, terr
+		// A store root of WebDataset tars without an index: stream.Open
+		// found no index.json either, then lists and scans.
+		if tdata, tname, ok, opens, terr := readSimTarIndex(ctx, e, src, true); ok {
+			return tdata, tname, opens, terr
 		}
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("simulate: %w", err)
+		return nil, "", 0, fmt.Errorf("simulate: %w", err)
 	}
-	return data, d.bucket.URL(format.IndexFile), nil
+	return data, d.bucket.URL(format.IndexFile), cb.opens(), nil
 }
 
 // simulateConfig builds the base configuration from the flags.

@@ -3,6 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/sluicedata/sluice/storage"
+	"io"
+	"sync/atomic"
 
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/stream"
@@ -14,29 +17,78 @@ import (
 // them or one built from their headers, or, with every, the tars of a
 // directory or store root that holds no index.json. It returns the index
 // as index.json's bytes and ok false when src is no tar dataset.
-func readSimTarIndex(ctx context.Context, e *env, src string, every bool) (data []byte, name string, ok bool, err error) {
+func readSimTarIndex(ctx context.Context, e *env, src string, every bool) (data []byte, name string, ok bool, opens int, err error) {
 	td, err := stream.ParseTarDataset(src)
 	if err != nil {
-		return nil, "", true, fmt.Errorf("simulate: %w", err)
+		return nil, "", true, 0, fmt.Errorf("simulate: %w", err)
 	}
 	root, keys := src, []string(nil)
 	switch {
 	case td != nil:
 		root, keys = td.Root, td.Keys
 	case !every:
-		return nil, "", false, nil
+		return nil, "", false, 0, nil
 	}
 	b, err := openStore(ctx, e, root)
 	if err != nil {
-		return nil, "", true, fmt.Errorf("simulate: %w", err)
+		return nil, "", true, 0, fmt.Errorf("simulate: %w", err)
 	}
 	defer b.Close()
-	idx, err := stream.ReadTarIndex(ctx, b, keys)
+	cb := &countingBucket{Bucket: b}
+	idx, err := stream.ReadTarIndex(ctx, cb, keys)
 	if err != nil {
 		if td == nil {
-			return nil, "", false, nil // no tars either: the caller's error stands
+			return nil, "", false, 0, nil // no tars either: the caller's error stands
 		}
-		return nil, "", true, fmt.Errorf("simulate: %s: %w", src, err)
+		return nil, "", true, 0, fmt.Errorf("simulate: %s: %w", src, err)
 	}
-	return format.AppendIndex(nil, idx), src, true, nil
+	return format.AppendIndex(nil, idx), src, true, cb.opens(), nil
+}
+
+// countingBucket counts the requests made through it while the dataset's
+// index is read the way stream.Open reads it, so that the model opens the
+// dataset with as many (sim.Config.IndexRequests).
+type countingBucket struct {
+	storage.Bucket
+	requests atomic.Int64
+	// indexRead: index.json was read, told: its response described it
+	// (storage.InfoReader), scanned: a shard was read (a tar index built
+	// from the shards' headers).
+	indexRead, told, scanned atomic.Bool
+}
+
+func (b *countingBucket) Stat(ctx context.Context, key string) (storage.ObjectInfo, error) {
+	b.requests.Add(1)
+	return b.Bucket.Stat(ctx, key)
+}
+
+func (b *countingBucket) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {
+	b.requests.Add(1)
+	return b.Bucket.List(ctx, prefix, fn)
+}
+
+func (b *countingBucket) NewRangeReader(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	b.requests.Add(1)
+	r, err := b.Bucket.NewRangeReader(ctx, key, off, length)
+	switch {
+	case key != format.IndexFile:
+		b.scanned.Store(true)
+	case err == nil:
+		b.indexRead.Store(true)
+		_, told := storage.ReaderInfo(r)
+		b.told.Store(told)
+	}
+	return r, err
+}
+
+// opens is the number of store requests stream.Open makes for the index
+// on a fresh cache: the ones counted, and a Stat of an index.json used as
+// read or selected from when its GET's response did not describe it (GCS;
+// see stream's loadIndex).
+func (b *countingBucket) opens() int {
+	n := int(b.requests.Load())
+	if b.indexRead.Load() && !b.scanned.Load() && !b.told.Load() {
+		n++
+	}
+	return n
 }

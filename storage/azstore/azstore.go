@@ -269,6 +269,19 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 		resp.Body.Close()
 		return nil, storage.Permanent(fmt.Errorf("azstore: get %s: asked for a range but the store answered without Content-Range", b.URL(key)))
 	}
+	if rng == (blob.HTTPRange{}) && resp.ContentLength != nil {
+		// The whole blob: the response says what Stat would (its
+		// properties' length, time and ETag), so a caller that wants
+		// them makes no second request.
+		info := storage.ObjectInfo{Key: key, Size: *resp.ContentLength}
+		if resp.LastModified != nil {
+			info.ModTime = *resp.LastModified
+		}
+		if resp.ETag != nil {
+			info.ETag = string(*resp.ETag)
+		}
+		return storage.NewBodyReaderInfo(ctx, resp.Body, "azstore", b.URL(key), info), nil
+	}
 	return storage.NewBodyReader(ctx, resp.Body, "azstore", b.URL(key)), nil
 }
 

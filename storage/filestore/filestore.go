@@ -210,7 +210,12 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 	if length >= 0 && length < n {
 		n = length
 	}
-	return &reader{ctx: ctx, f: f, r: io.NewSectionReader(f, off, n)}, nil
+	r := &reader{ctx: ctx, f: f, r: io.NewSectionReader(f, off, n)}
+	if off == 0 && length < 0 {
+		// The whole file: what Stat would say is at hand.
+		r.info, r.hasInfo = storage.ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()}, true
+	}
+	return r, nil
 }
 
 // reader reads a file section; it stops when its context is cancelled.
@@ -218,7 +223,14 @@ type reader struct {
 	ctx context.Context
 	f   *os.File
 	r   *io.SectionReader
+	// info is the file's, when the whole file is read (see
+	// storage.InfoReader).
+	info    storage.ObjectInfo
+	hasInfo bool
 }
+
+// ObjectInfo implements storage.InfoReader.
+func (r *reader) ObjectInfo() (storage.ObjectInfo, bool) { return r.info, r.hasInfo }
 
 func (r *reader) Read(p []byte) (int, error) {
 	if err := r.ctx.Err(); err != nil {

@@ -356,7 +356,14 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 		if length > 0 {
 			r = io.LimitReader(resp.Body, length)
 		}
-		return &body{ctx: ctx, rc: resp.Body, r: r}, nil
+		out := &body{ctx: ctx, rc: resp.Body, r: r}
+		if off == 0 && length < 0 && resp.ContentLength >= 0 && !resp.Uncompressed {
+			// The whole object as stored: the response's headers say
+			// what Stat's HEAD would, so a caller that wants them makes
+			// no second request.
+			out.info, out.hasInfo = info(key, resp, resp.ContentLength), true
+		}
+		return out, nil
 	case http.StatusRequestedRangeNotSatisfiable:
 		// off is at or past the end; at the end is an empty read.
 		_, _, total, perr := parseContentRange(resp.Header.Get("Content-Range"))
@@ -384,7 +391,14 @@ type body struct {
 	ctx context.Context
 	rc  io.ReadCloser
 	r   io.Reader
+	// info is what a response for the whole object told of it (see
+	// storage.InfoReader).
+	info    storage.ObjectInfo
+	hasInfo bool
 }
+
+// ObjectInfo implements storage.InfoReader.
+func (b *body) ObjectInfo() (storage.ObjectInfo, bool) { return b.info, b.hasInfo }
 
 func (b *body) Read(p []byte) (int, error) {
 	if err := b.ctx.Err(); err != nil {

@@ -61,6 +61,7 @@ func RunWith(t *testing.T, newBucket func(t *testing.T) (b, writer storage.Bucke
 	t.Run("MissingKey", s.testMissingKey)
 	t.Run("InvalidKey", s.testInvalidKey)
 	t.Run("RoundTrip", s.testRoundTrip)
+	t.Run("ReaderInfo", s.testReaderInfo)
 	t.Run("EmptyObject", s.testEmptyObject)
 	t.Run("RangeEdges", s.testRangeEdges)
 	t.Run("OddKeys", s.testOddKeys)

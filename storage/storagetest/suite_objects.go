@@ -3,6 +3,7 @@ package storagetest
 import (
 	"bytes"
 	"errors"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -102,6 +103,45 @@ func (s *suite) testRoundTrip(t *testing.T) {
 	}
 	if _, err := storage.ReadAll(ctx, b, "dir/object.bin", int64(len(data)-1)); err == nil {
 		t.Error("ReadAll with a limit below the size succeeded")
+	}
+}
+
+// testReaderInfo: what a reader of a whole object says of it
+// (storage.InfoReader), so that its caller makes no Stat, is what Stat
+// says: the size, the time and the ETag. A reader of a range says
+// nothing (a range's response describes the range).
+func (s *suite) testReaderInfo(t *testing.T) {
+	b, w := s.newBucket(t)
+	ctx := t.Context()
+	data := Pattern(7, 5000)
+	Put(t, w, "info.bin", data)
+	st, err := b.Stat(ctx, "info.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.NewRangeReader(ctx, "info.bin", 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r)
+	r.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read %d bytes, %v", len(got), err)
+	}
+	if info, ok := storage.ReaderInfo(r); ok {
+		if info.Key != st.Key || info.Size != st.Size || info.ETag != st.ETag || !info.ModTime.Equal(st.ModTime) {
+			t.Errorf("the whole object's reader says %+v, Stat %+v", info, st)
+		}
+	} else {
+		t.Logf("this store's whole-object reader does not describe the object (a Stat follows)")
+	}
+	r, err = b.NewRangeReader(ctx, "info.bin", 10, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if info, ok := storage.ReaderInfo(r); ok {
+		t.Errorf("a range's reader describes the object: %+v", info)
 	}
 }
 

@@ -1,0 +1,205 @@
+package cli
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluicedata/sluice/internal/s3test"
+	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/azstore"
+	"github.com/sluicedata/sluice/storage/gcsstore"
+	"github.com/sluicedata/sluice/storage/storagetest"
+)
+
+// TestSimulateRequestsPerStore streams a dataset cold with `sluice
+// stream` from each kind of store the emulators and the standard library
+// give (S3, GCS, Azure Blob, plain HTTP), counting the requests that reach
+// the store, and checks that `sluice simulate` of the same URL predicts
+// exactly that many: opening the dataset costs one GET of index.json where
+// the response tells what a Stat would (S3, Azure, HTTP), and a Stat more
+// where it does not (GCS, whose reads carry no ETag).
+func TestSimulateRequestsPerStore(t *testing.T) {
+	src := t.TempDir()
+	writeStreamDataset(t, src, 300, "")
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards := len(ents) - 1 // and index.json
+
+	type store struct {
+		name string
+		// url returns the dataset's URL through a proxy that counts the
+		// requests, set up for this test (t's environment).
+		url func(t *testing.T) (string, func() int)
+	}
+	stores := []store{
+		{"s3", func(t *testing.T) (string, func() int) {
+			srv := s3test.Require(t)
+			srv.SetCredentialEnv(t)
+			prefix := s3test.NewPrefix("sim-requests")
+			s3test.UploadDir(t, srv.Open(t, prefix), src)
+			p := countingProxy(t, srv.Endpoint)
+			return srv.URL(p.URL, prefix), p.Requests
+		}},
+		{"gcs", func(t *testing.T) (string, func() int) {
+			endpoint, bucket := os.Getenv("SLUICE_TEST_GCS_ENDPOINT"), os.Getenv("SLUICE_TEST_GCS_BUCKET")
+			if endpoint == "" || bucket == "" {
+				requireService(t, "GCS emulator (SLUICE_TEST_GCS_*)")
+			}
+			prefix := s3test.NewPrefix("sim-requests")
+			t.Setenv("GCE_METADATA_HOST", "127.0.0.1:1") // no credentials from the network
+			b, err := gcsstore.New(t.Context(), bucket, prefix, &gcsstore.Options{Endpoint: endpoint})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			s3test.UploadDir(t, b, src)
+			// fake-gcs-server routes XML reads by the Host header: this
+			// proxy sends the server's own.
+			target, err := url.Parse(endpoint)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n atomic.Int64
+			rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { n.Add(1); r.SetURL(target) }}
+			srv := httptest.NewServer(rp)
+			t.Cleanup(srv.Close)
+			t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(srv.URL, "http://"))
+			return "gs://" + bucket + "/" + prefix, func() int { return int(n.Load()) }
+		}},
+		{"azure", func(t *testing.T) (string, func() int) {
+			conn, container := os.Getenv("SLUICE_TEST_AZURE_CONNSTR"), os.Getenv("SLUICE_TEST_AZURE_CONTAINER")
+			if conn == "" || container == "" {
+				requireService(t, "Azure Blob emulator (SLUICE_TEST_AZURE_*)")
+			}
+			prefix := s3test.NewPrefix("sim-requests")
+			t.Setenv("AZURE_STORAGE_CONNECTION_STRING", conn)
+			b, err := azstore.New(t.Context(), container, prefix, azstore.OptionsFrom(os.Getenv))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			s3test.UploadDir(t, b, src)
+			endpoint := ""
+			for _, kv := range strings.Split(conn, ";") {
+				if v, ok := strings.CutPrefix(kv, "BlobEndpoint="); ok {
+					endpoint = v
+				}
+			}
+			u, err := url.Parse(endpoint)
+			if err != nil || u.Host == "" {
+				t.Fatalf("no BlobEndpoint in the connection string %q", conn)
+			}
+			p := countingProxy(t, u.Scheme+"://"+u.Host)
+			t.Setenv("AZURE_STORAGE_CONNECTION_STRING", strings.Replace(conn, u.Scheme+"://"+u.Host, p.URL, 1))
+			return "az://" + container + "/" + prefix, p.Requests
+		}},
+		{"http", func(t *testing.T) (string, func() int) {
+			u, n := countingFileServer(t, src)
+			return u, n
+		}},
+		// WebDataset tars without an index: the open scans them.
+		{"http-tars", func(t *testing.T) (string, func() int) {
+			u, n := countingFileServer(t, writeTwoTars(t))
+			return u + "/a-{0..1}.tar", n
+		}},
+		// With an index beside them (sluice index): a selection of it.
+		{"http-tars-indexed", func(t *testing.T) (string, func() int) {
+			dir := writeTwoTars(t)
+			if out, err := runCLI(t, "index", filepath.Join(dir, "a-{0..1}.tar")); err != nil {
+				t.Fatalf("index: %v\n%s", err, out)
+			}
+			u, n := countingFileServer(t, dir)
+			return u + "/a-{0..1}.tar", n
+		}},
+	}
+	for _, s := range stores {
+		t.Run(s.name, func(t *testing.T) {
+			remote, requests := s.url(t)
+			out, err := runCLI(t, "simulate", remote, "--batch-size", "10", "--rank-iterator", "--json")
+			if err != nil {
+				t.Fatalf("simulate: %v\n%s", err, out)
+			}
+			var sim struct {
+				Report struct {
+					StoreRequests int64 `json:"store_requests"`
+				} `json:"report"`
+			}
+			if err := json.Unmarshal([]byte(out), &sim); err != nil || sim.Report.StoreRequests == 0 {
+				t.Fatalf("simulate --json: %v\n%s", err, out)
+			}
+			before := requests() // simulate read the index
+			out, err = runCLI(t, "stream", remote, "--local", filepath.Join(t.TempDir(), "cache"), "--batch-size", "10", "--json")
+			if err != nil {
+				t.Fatalf("stream: %v\n%s", err, out)
+			}
+			got := int64(requests() - before)
+			if want := sim.Report.StoreRequests; got != want {
+				t.Errorf("%s: the stream made %d requests, simulate predicts %d (%d shards)", storage.RedactURL(remote), got, want, shards)
+			}
+		})
+	}
+}
+
+// writeTwoTars writes two WebDataset tars, a-0.tar and a-1.tar, into a
+// new directory and returns it.
+func writeTwoTars(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for i, name := range []string{"gnu.tar", "pax.tar"} {
+		b, err := os.ReadFile(filepath.Join("../../format/wds/testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "a-"+string(rune('0'+i))+".tar"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// countingFileServer serves dir over HTTP at the URL it returns,
+// counting the requests.
+func countingFileServer(t *testing.T, dir string) (string, func() int) {
+	t.Helper()
+	var n atomic.Int64
+	files := http.StripPrefix("/data", http.FileServer(http.Dir(dir)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/data", func() int { return int(n.Load()) }
+}
+
+// countingProxy returns a proxy to target that counts the requests it
+// passes on (storagetest.FaultProxy with no faults).
+func countingProxy(t *testing.T, target string) *storagetest.FaultProxy {
+	t.Helper()
+	p, err := storagetest.NewFaultProxy(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// requireService skips t, or fails it under SLUICE_REQUIRE_SERVICES=1,
+// for a missing emulator.
+func requireService(t *testing.T, what string) {
+	t.Helper()
+	why := "no " + what + ": run under .ci/with-services.sh"
+	if os.Getenv("SLUICE_REQUIRE_SERVICES") == "1" {
+		t.Fatal(why + " (required: SLUICE_REQUIRE_SERVICES=1)")
+	}
+	t.Skip(why)
+}
