@@ -31,6 +31,11 @@
 //   - CountLine counts a run of Float64-style draws below a threshold that
 //     moves linearly, on integers and without storing the draws (package
 //     shuffle's py1e resume counts positions with it).
+//   - ShuffleSources names the original positions of the elements a
+//     shuffle leaves at a few positions, making the draws of the steps down
+//     to the lowest of them and moving no data: each is followed back
+//     through the later steps' partners (package shuffle's py1e resume
+//     finds its first batch's sample IDs with it).
 //
 // On amd64 CPUs with AVX-512 IFMA, CD and VPOPCNTDQ (golang.org/x/sys/cpu;
 // every IFMA CPU but Cannon Lake has the other two), SkipShuffle and

@@ -14,16 +14,12 @@ import (
 // position does, on the vector path where the CPU has it and on the
 // scalar one.
 func TestShuffleSourcesMatchesShuffle(t *testing.T) {
-	paths := []bool{false}
-	if hasVec {
-		paths = append(paths, true)
-	}
-	saved := hasVec
-	defer func() { hasVec = saved }()
-	for _, vec := range paths {
-		hasVec = vec
+	for _, vec := range vecPaths() {
+		restore := setVec(vec)
+		defer restore()
 		r := rand.New(rand.NewPCG(11, 12))
-		sizes := []int{0, 1, 2, 3, 5, 64, skipVecMin - 1, skipVecMin, skipVecMin + 1, skipVecMin + 2, 1024, 1025, 2048, 4095, 4096, 4097}
+		// Around the kernel's threshold (skipVecMin steps) and band edges.
+		sizes := []int{0, 1, 2, 3, 5, 64, 383, 384, 385, 386, 387, 1024, 1025, 2048, 4095, 4096, 4097}
 		var scratch []uint32
 		for trial := range 400 {
 			n := sizes[trial%len(sizes)]
