@@ -20,6 +20,21 @@ type behindWrites struct {
 	// hold, when set (by tests only), is received from after each
 	// write's reservation, before its bytes are written.
 	hold chan struct{}
+	// manifestHold, when set (by tests only), is received from before
+	// each manifest's background write (see writeManifestBehind).
+	manifestHold chan struct{}
+}
+
+// failed reports whether the last write of rel registered has failed.
+func (b *behindWrites) failed(rel string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, bw := range b.pending {
+		if bw.rel == rel && bw.failed() {
+			return true
+		}
+	}
+	return false
 }
 
 type behindWrite struct {
@@ -54,11 +69,38 @@ func (c *Cache) WriteFileBehind(rel string, data []byte) (wait func() error, err
 		err = fmt.Errorf("cache %s: %w", c.dir, err)
 		return func() error { return err }, err // gates nothing
 	}
-	bw := &behindWrite{rel: rel, dir: filepath.Join(c.dir, filepath.FromSlash(path.Dir(rel))), done: make(chan struct{})}
+	bw, end, err := c.addBehind(rel, filepath.Join(c.dir, filepath.FromSlash(path.Dir(rel))))
+	if err != nil {
+		return func() error { return err }, err
+	}
+	wait = bw.wait
+	w, err := c.reserveFile(c.bg, rel, int64(len(data)))
+	if err != nil {
+		defer c.wg.Done()
+		end(err)
+		return wait, bw.err
+	}
+	hold := c.behind.hold
+	go func() {
+		defer c.wg.Done()
+		if hold != nil {
+			<-hold
+		}
+		end(w.write(c.bg, data))
+	}()
+	return wait, nil
+}
+
+// addBehind registers a background write of rel that gates the commits
+// under dir (see WriteFileBehind) and counts it in c.wg: end records its
+// result, lets the commits through (or fails them) and marks it done; the
+// caller calls c.wg.Done after end.
+func (c *Cache) addBehind(rel, dir string) (bw *behindWrite, end func(error), err error) {
+	bw = &behindWrite{rel: rel, dir: dir, done: make(chan struct{})}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return func() error { return ErrClosed }, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	c.wg.Add(1)
 	c.mu.Unlock()
@@ -76,7 +118,7 @@ func (c *Cache) WriteFileBehind(rel string, data []byte) (wait func() error, err
 	clear(c.behind.pending[len(kept):])
 	c.behind.pending = append(kept, bw)
 	c.behind.mu.Unlock()
-	end := func(err error) {
+	end = func(err error) {
 		if errors.Is(err, ErrBusy) {
 			err = nil // another process on the node is writing it
 		}
@@ -96,25 +138,23 @@ func (c *Cache) WriteFileBehind(rel string, data []byte) (wait func() error, err
 		close(bw.done)
 		c.behind.mu.Unlock()
 	}
-	wait = func() error {
-		<-bw.done
-		return bw.err
+	return bw, end, nil
+}
+
+// wait returns bw's result once it has ended.
+func (bw *behindWrite) wait() error {
+	<-bw.done
+	return bw.err
+}
+
+// failed reports whether bw has ended with an error.
+func (bw *behindWrite) failed() bool {
+	select {
+	case <-bw.done:
+		return bw.err != nil
+	default:
+		return false
 	}
-	w, err := c.reserveFile(c.bg, rel, int64(len(data)))
-	if err != nil {
-		defer c.wg.Done()
-		end(err)
-		return wait, bw.err
-	}
-	hold := c.behind.hold
-	go func() {
-		defer c.wg.Done()
-		if hold != nil {
-			<-hold
-		}
-		end(w.write(c.bg, data))
-	}()
-	return wait, nil
 }
 
 // waitBehind waits until every WriteFileBehind write pending now in a

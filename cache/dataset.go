@@ -200,6 +200,13 @@ func (c *Cache) Add(ctx context.Context, src *Source) (*Dataset, error) {
 	}
 	dir := filepath.Join(c.dir, filepath.FromSlash(s.Dir))
 	if d, err := c.lookup(dir, &s); d != nil || err != nil {
+		if d != nil && d.remote && c.behind.failed(d.manifestRel()) {
+			// Its manifest's write failed, which holds its commits: try
+			// again.
+			if err := d.writeManifestBehind(ctx); err != nil {
+				return nil, err
+			}
+		}
 		return d, err
 	}
 	d := &Dataset{
@@ -213,15 +220,17 @@ func (c *Cache) Add(ctx context.Context, src *Source) (*Dataset, error) {
 		return nil, fmt.Errorf("cache %s: %w", c.dir, err)
 	}
 	if d.remote {
-		// The manifest is written now, so that other processes can evict
-		// the dataset's unleased shards from the start; the pass over
+		// The manifest is written now (in the background, ahead of every
+		// commit of the dataset's shards), so that other processes can
+		// evict the dataset's unleased shards from the start; the pass over
 		// the files on disk is left for later (see settle). A restart
 		// finds it in place and so takes no lock: a job whose shards
 		// are cached starts even while another process holds the
 		// directory lock.
 		if !d.manifestCurrent() {
-			b := appendManifest(nil, d.src.Dir, d.src.Shards)
-			if err := c.locked(ctx, func() error { return d.writeManifest(b) }); err != nil {
+			// Written behind: the first shards' downloads need not wait
+			// for its sync, their commits do.
+			if err := d.writeManifestBehind(ctx); err != nil {
 				return nil, err
 			}
 		}
