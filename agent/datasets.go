@@ -199,7 +199,7 @@ func (a *Agent) cacheFor(ctx context.Context, dir string, limit int64) (*cache.C
 		a.retired = append(a.retired, c)
 		delete(a.caches, dir)
 	}
-	c, err := cache.Open(ctx, dir, &cache.Options{Limit: limit})
+	c, err := cache.Open(ctx, dir, &cache.Options{Limit: limit, Memory: a.cacheMemory})
 	if err != nil {
 		return nil, err
 	}
