@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"testing"
 	"time"
@@ -128,7 +129,12 @@ func BenchmarkColdS3(b *testing.B) {
 				for k := range modes {
 					m := modes[(i+k)%len(modes)]
 					start, c0, s0 := time.Now(), cputime.Process(), processCPU(srvPID)
-					n, d := m.run(b)
+					var n int64
+					var d time.Duration
+					// Labelled for profiles (-cpuprofile, then pprof
+					// -tagfocus mode=sluice): goroutines started within,
+					// the cache's fetches among them, carry the label.
+					pprof.Do(context.Background(), pprof.Labels("mode", m.name), func(context.Context) { n, d = m.run(b) })
 					all := time.Since(start)
 					m.cpu += cputime.Process() - c0
 					if srvPID > 0 {
