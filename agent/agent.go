@@ -36,6 +36,7 @@ import (
 
 	"github.com/sluicedata/sluice/agentapi"
 	"github.com/sluicedata/sluice/cache"
+	"github.com/sluicedata/sluice/metrics"
 	"github.com/sluicedata/sluice/plan"
 	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/storage/retry"
@@ -67,13 +68,14 @@ type Options struct {
 	// Retry is the retry policy of every store the agent's datasets read
 	// (stream.Options.Retry); nil means the defaults.
 	Retry *retry.Options
-	// Instrument, when set, wraps every store the agent opens for a
-	// dataset, through Registry or with a job's own store settings
-	// (agentapi.Open.Env), below the retry decorators: dataset is the
-	// name the agent's per-rank figures give the dataset (MetricsSnapshot).
-	// The command's --metrics-addr times store requests this way
-	// (metrics.Store.Bucket).
-	Instrument func(dataset string, b storage.Bucket) storage.Bucket
+	// StoreMetrics times the requests of every store the agent opens for
+	// a dataset, through Registry or with a job's own store settings
+	// (agentapi.Open.Env), below the retry decorators, under the name the
+	// agent's per-rank figures give the dataset (MetricsSnapshot); the
+	// metrics request answers with them (agentapi.Metrics.Store). Nil
+	// means the agent's own; the command's --metrics-addr passes the one
+	// it serves.
+	StoreMetrics *metrics.Store
 }
 
 // Agent serves datasets to clients. Create it with New, run it with Serve.
@@ -149,8 +151,11 @@ func New(opts *Options) (*Agent, error) {
 	}
 	a.gone = sync.NewCond(&a.mu)
 	a.opts.Retry = a.retries.Hook(o.Retry)
+	if a.opts.StoreMetrics == nil {
+		a.opts.StoreMetrics = metrics.NewStore()
+	}
 	if o.Registry != nil {
-		a.pool = &bucketPool{base: o.Registry, instrument: o.Instrument}
+		a.pool = &bucketPool{base: o.Registry, instrument: a.opts.StoreMetrics.Bucket}
 		a.registry = a.pool.registry()
 	}
 	return a, nil

@@ -55,8 +55,17 @@ func (p *bucketPool) open(ctx context.Context, u *url.URL) (storage.Bucket, erro
 	// other settings.
 	key := u.String() + "\x00" + env.fingerprint() + "\x00" + stack.OptionsFrom(ctx).Key()
 	if p.instrument != nil {
-		// Each dataset's requests are timed under its own name.
-		key += "\x00" + datasetFrom(ctx)
+		// Each dataset's requests are timed under its own name, below
+		// the decorators the openers add (stack.Options.Inner), so that
+		// every attempt of a retried request counts.
+		name := datasetFrom(ctx)
+		key += "\x00" + name
+		var so stack.Options
+		if cur := stack.OptionsFrom(ctx); cur != nil {
+			so = *cur
+		}
+		so.Inner = func(b storage.Bucket) storage.Bucket { return p.instrument(name, b) }
+		ctx = stack.WithOptions(ctx, &so)
 	}
 	p.mu.Lock()
 	if p.closed {
@@ -73,10 +82,7 @@ func (p *bucketPool) open(ctx context.Context, u *url.URL) (storage.Bucket, erro
 	if env != nil {
 		b, err = p.openWithEnv(ctx, u, env)
 	} else {
-		b, err = p.base.Open(ctx, u.String())
-		if err == nil {
-			b = p.instrumented(ctx, b)
-		}
+		b, err = p.openBase(ctx, u)
 	}
 	if err != nil {
 		return nil, err
@@ -100,13 +106,19 @@ func (p *bucketPool) open(ctx context.Context, u *url.URL) (storage.Bucket, erro
 }
 
 // close closes every pooled store.
-// instrumented returns b wrapped by the pool's instrument for the dataset
-// ctx names (b itself without one).
-func (p *bucketPool) instrumented(ctx context.Context, b storage.Bucket) storage.Bucket {
-	if p.instrument == nil {
-		return b
+// openBase opens u through the pool's base registry. Its openers put the
+// pool's instrument under their decorators (ctx's stack.Options.Inner);
+// a store opened undecorated (a Registry a test builds) is instrumented
+// here, and the stream's decorators then go around it.
+func (p *bucketPool) openBase(ctx context.Context, u *url.URL) (storage.Bucket, error) {
+	b, err := p.base.Open(ctx, u.String())
+	if err != nil {
+		return nil, err
 	}
-	return p.instrument(datasetFrom(ctx), b)
+	if p.instrument != nil && !stack.Wrapped(b) {
+		b = p.instrument(datasetFrom(ctx), b)
+	}
+	return b, nil
 }
 
 func (p *bucketPool) close() error {

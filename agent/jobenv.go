@@ -125,7 +125,7 @@ func (p *bucketPool) openWithEnv(ctx context.Context, u *url.URL, e jobEnv) (sto
 		if err != nil {
 			return nil, err
 		}
-		return stack.Wrap(p.instrumented(ctx, b), stack.OptionsFrom(ctx))
+		return stack.Wrap(b, stack.OptionsFrom(ctx))
 	case "gs":
 		if err := refuseAgentEnv(u, e, gcsVar, gcsHandled); err != nil {
 			return nil, err
@@ -138,7 +138,7 @@ func (p *bucketPool) openWithEnv(ctx context.Context, u *url.URL, e jobEnv) (sto
 		if err != nil {
 			return nil, err
 		}
-		return stack.Wrap(p.instrumented(ctx, b), stack.OptionsFrom(ctx))
+		return stack.Wrap(b, stack.OptionsFrom(ctx))
 	case "az", "azure":
 		if err := refuseAgentEnv(u, e, azVar, azHandled); err != nil {
 			return nil, err
@@ -150,9 +150,9 @@ func (p *bucketPool) openWithEnv(ctx context.Context, u *url.URL, e jobEnv) (sto
 		if err != nil {
 			return nil, err
 		}
-		return stack.Wrap(p.instrumented(ctx, b), stack.OptionsFrom(ctx))
+		return stack.Wrap(b, stack.OptionsFrom(ctx))
 	}
-	return p.base.Open(ctx, u.String())
+	return p.openBase(ctx, u)
 }
 
 // s3Options builds the S3 options of a job from the job's

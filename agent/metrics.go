@@ -84,8 +84,8 @@ func (a *Agent) MetricsSnapshot() metrics.Snapshot {
 }
 
 // jobMetrics answers a metrics request: the figures of job j's cursors of
-// rank (every rank when nil) summed, the dataset's cache figures, and the
-// agent's store retries.
+// rank (every rank when nil) summed, the dataset's cache figures and
+// store requests, and the agent's store retries.
 func (a *Agent) jobMetrics(ctx context.Context, j *job, rank *int) agentapi.Metrics {
 	out := agentapi.Metrics{Op: agentapi.OpMetrics}
 	var first time.Duration
@@ -126,6 +126,9 @@ func (a *Agent) jobMetrics(ctx context.Context, j *job, rank *int) agentapi.Metr
 	for _, rc := range a.retries.Snapshot() {
 		out.StoreRetries += rc.N
 		out.RetriesBy = append(out.RetriesBy, agentapi.RetryCount{Op: rc.Op, Cause: rc.Cause, N: rc.N})
+	}
+	for _, t := range a.opts.StoreMetrics.Totals(metricsName(&j.ds.opts)) {
+		out.Store = append(out.Store, agentapi.StoreOp{Op: t.Op, Requests: t.Requests, Errors: t.Errors, Seconds: t.Seconds})
 	}
 	return out
 }

@@ -27,7 +27,7 @@ func TestMetricsCountS3Retries(t *testing.T) {
 	srv.SetCredentialEnv(t)
 	prefix := s3test.NewPrefix("agent-metrics")
 	const n = 200
-	uploadDataset(t, srv.Open(t, prefix), n)
+	keys := uploadDataset(t, srv.Open(t, prefix), n) // the shards and index.json
 	proxy, err := storagetest.NewFaultProxy(srv.Endpoint)
 	if err != nil {
 		t.Fatal(err)
@@ -72,5 +72,18 @@ func TestMetricsCountS3Retries(t *testing.T) {
 	}
 	if k := proxy.Injected(storagetest.Status) + proxy.Injected(storagetest.Reset); k != 3 {
 		t.Errorf("the proxy injected %d faults, want 3", k)
+	}
+	// Every request is timed, each attempt of a retried one too: the
+	// index's GET, each shard's, the two answered 503 (errors) and the
+	// one resuming the reset body (whose first GET answered and failed
+	// while read: no error of its request).
+	var gets agentapi.StoreOp
+	for _, so := range m.Store {
+		if so.Op == "get" {
+			gets = so
+		}
+	}
+	if want := int64(len(keys) + 3); gets.Requests != want || gets.Errors != 2 || gets.Seconds <= 0 {
+		t.Errorf("store requests %+v, want %d GETs with 2 errors", m.Store, want)
 	}
 }

@@ -61,6 +61,20 @@ type Metrics struct {
 	// (all datasets: stores are shared), RetriesBy by operation and cause.
 	StoreRetries int64        `json:"store_retries"`
 	RetriesBy    []RetryCount `json:"retries_by,omitempty"`
+	// Store is the requests the agent made to the dataset's stores, per
+	// operation that had any (agents before this field send none).
+	Store []StoreOp `json:"store,omitempty"`
+}
+
+// StoreOp is one operation's requests to a dataset's stores: how many
+// (each attempt of a retried request counts), how many failed, and their
+// time to the first byte (a read) or to the answer (a stat, a list),
+// summed.
+type StoreOp struct {
+	Op       string  `json:"op"`
+	Requests int64   `json:"requests"`
+	Errors   int64   `json:"errors"`
+	Seconds  float64 `json:"seconds"`
 }
 
 // Metrics returns the live figures q asks for.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicedata/sluice/storage"
 )
@@ -43,6 +44,65 @@ func (s *Store) Register(reg prometheus.Registerer) error {
 	return errors.Join(reg.Register(s.latency), reg.Register(s.errs))
 }
 
+// OpTotals are the requests of one operation to the stores instrumented
+// under one dataset name: how many (each attempt of a retried request
+// counts), how many failed, and their time to the first byte or answer,
+// summed.
+type OpTotals struct {
+	Op       string
+	Requests int64
+	Errors   int64
+	Seconds  float64
+}
+
+// Totals returns the figures of the stores instrumented under dataset,
+// per operation that has any, in the order stat, get, list.
+func (s *Store) Totals(dataset string) []OpTotals {
+	var byOp [nOps]OpTotals
+	for i, op := range opNames() {
+		byOp[i].Op = op
+	}
+	collect := func(c prometheus.Collector, add func(i int, m *dto.Metric)) {
+		ch := make(chan prometheus.Metric, 16)
+		go func() { c.Collect(ch); close(ch) }()
+		for pm := range ch {
+			var m dto.Metric
+			if pm.Write(&m) != nil {
+				continue
+			}
+			var ds, op string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "dataset":
+					ds = l.GetValue()
+				case "op":
+					op = l.GetValue()
+				}
+			}
+			if ds != dataset {
+				continue
+			}
+			for i, name := range opNames() {
+				if name == op {
+					add(i, &m)
+				}
+			}
+		}
+	}
+	collect(s.latency, func(i int, m *dto.Metric) {
+		byOp[i].Requests += int64(m.GetHistogram().GetSampleCount())
+		byOp[i].Seconds += m.GetHistogram().GetSampleSum()
+	})
+	collect(s.errs, func(i int, m *dto.Metric) { byOp[i].Errors += int64(m.GetCounter().GetValue()) })
+	var out []OpTotals
+	for _, t := range byOp {
+		if t.Requests > 0 || t.Errors > 0 {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // The operations a bucket times, numbering its series (see Bucket).
 const (
 	opStat = iota
@@ -50,6 +110,9 @@ const (
 	opList
 	nOps
 )
+
+// opNames names the operations by their numbers.
+func opNames() [nOps]string { return [nOps]string{opStat: "stat", opGet: "get", opList: "list"} }
 
 // Registry returns a registry that opens every scheme of r and
 // instruments the buckets it opens, each under its URL (credentials in
@@ -75,7 +138,7 @@ func (s *Store) Registry(r *storage.Registry) *storage.Registry {
 // dataset.
 func (s *Store) Bucket(dataset string, b storage.Bucket) storage.Bucket {
 	out := &bucket{Bucket: b}
-	for i, op := range [nOps]string{opStat: "stat", opGet: "get", opList: "list"} {
+	for i, op := range opNames() {
 		out.latency[i] = s.latency.WithLabelValues(dataset, op)
 		out.errs[i] = s.errs.WithLabelValues(dataset, op)
 	}

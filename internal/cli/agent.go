@@ -116,7 +116,7 @@ func runAgent(ctx context.Context, e *env, o agentOptions) error {
 		ln.Close()
 		return err
 	}
-	a, err := agent.New(&agent.Options{Registry: e.registry, Instrument: m.instrument(), Logger: log, IdleTimeout: o.idleTimeout})
+	a, err := agent.New(&agent.Options{Registry: e.registry, StoreMetrics: m.storeMetrics(), Logger: log, IdleTimeout: o.idleTimeout})
 	if err != nil {
 		ln.Close()
 		m.close()

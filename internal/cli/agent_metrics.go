@@ -12,7 +12,6 @@ import (
 
 	"github.com/sluicedata/sluice/agent"
 	"github.com/sluicedata/sluice/metrics"
-	"github.com/sluicedata/sluice/storage"
 )
 
 // agentMetrics serves an agent's Prometheus metrics on the address the
@@ -41,13 +40,14 @@ func listenAgentMetrics(addr string, allowRemote bool) (*agentMetrics, error) {
 	return m, nil
 }
 
-// instrument returns the agent's hook that times the requests of every
-// store it opens (nil without metrics).
-func (m *agentMetrics) instrument() func(dataset string, b storage.Bucket) storage.Bucket {
+// storeMetrics returns the store metrics served, for the agent to time
+// its stores' requests with (nil without --metrics-addr: the agent keeps
+// its own).
+func (m *agentMetrics) storeMetrics() *metrics.Store {
 	if m == nil {
 		return nil
 	}
-	return m.store.Bucket
+	return m.store
 }
 
 // close releases the listener of metrics that were never served.

@@ -5,8 +5,8 @@ Two sources, one namespace ("sluice/..."):
 * the agent's figures for this rank on a dataset (StreamingDataset.metrics):
   what its DataLoader workers were handed, how long the agent's iterations
   for them waited for shards, cache hits and misses, the shards prefetched
-  ahead of them, the dataset's downloads and cache use, the store retries
-  of the node's agent; one request to the agent, counters cumulative since
+  ahead of them, the dataset's downloads and cache use, its store requests
+  and their latency, the store retries of the node's agent; one request to the agent, counters cumulative since
   the job's first iteration on the dataset;
 * the training loop's own wait (StreamingDataLoader): for every batch, the
   time from the loop asking for it to the loader handing it over, whatever
@@ -44,13 +44,23 @@ _AGENT_KEYS = (
 
 def flatten_agent(reply):
     """The agent's metrics reply as flat keys; store retries also per
-    operation and cause ("sluice/store_retries/get/throttled")."""
+    operation and cause ("sluice/store_retries/get/throttled"), and the
+    requests to the dataset's stores per operation: how many, how many
+    failed, their latency (time to the first byte or answer) summed and
+    its mean ("sluice/store_requests/get", "sluice/store_errors/get",
+    "sluice/store_request_seconds/get", "sluice/store_request_mean_seconds/get")."""
     out = {}
     for field, key in _AGENT_KEYS:
         v = reply.get(field, 0)
         out[PREFIX + key] = float(v) if isinstance(v, float) else int(v or 0)
     for rc in reply.get("retries_by") or ():
         out["%sstore_retries/%s/%s" % (PREFIX, rc["op"], rc["cause"])] = int(rc["n"])
+    for so in reply.get("store") or ():
+        op, n, secs = so["op"], int(so.get("requests", 0)), float(so.get("seconds", 0.0))
+        out["%sstore_requests/%s" % (PREFIX, op)] = n
+        out["%sstore_errors/%s" % (PREFIX, op)] = int(so.get("errors", 0))
+        out["%sstore_request_seconds/%s" % (PREFIX, op)] = secs
+        out["%sstore_request_mean_seconds/%s" % (PREFIX, op)] = secs / n if n else 0.0
     return out
 
 

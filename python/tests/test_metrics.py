@@ -185,6 +185,15 @@ class TestRetriesMetric(helpers.AgentCase):
                          - before.get("sluice/store_retries/get/server", 0), 3, after)
         self.assertEqual(after["sluice/downloads"], shards)
         self.assertEqual(after["sluice/samples"], 64)
+        # The dataset's store requests and their latency: index.json's GET
+        # (whose answer says what a HEAD would: no HEAD), every shard's,
+        # and the three failed attempts, each a request and an error.
+        self.assertEqual(after["sluice/store_requests/get"], 1 + shards + 3, after)
+        self.assertEqual(after["sluice/store_errors/get"], 3, after)
+        self.assertGreater(after["sluice/store_request_seconds/get"], 0.0, after)
+        self.assertAlmostEqual(after["sluice/store_request_mean_seconds/get"],
+                               after["sluice/store_request_seconds/get"] / (1 + shards + 3), places=9)
+        self.assertNotIn("sluice/store_requests/stat", after)
 
 
 class TestWebDatasetMetrics(helpers.AgentCase):

@@ -35,6 +35,10 @@ type Options struct {
 	// throttling, Retry-After honoured up to 2m, 1m attempt timeout, 30s
 	// stall timeout).
 	Retry *retry.Options
+	// Inner, when set, wraps the store before the decorators go around
+	// it, so that what it adds sees every attempt of a retried request
+	// (the agent's store metrics).
+	Inner func(storage.Bucket) storage.Bucket
 }
 
 // Key returns a string that two Options share exactly when they set the
@@ -60,9 +64,10 @@ func (o *Options) Key() string {
 		}
 		return 0
 	}
-	return fmt.Sprintf("inflight=%d attempts=%d backoff=%d,%d,%d retryafter=%d attempt=%d stall=%d hooks=%d%d%d%d",
+	return fmt.Sprintf("inflight=%d attempts=%d backoff=%d,%d,%d retryafter=%d attempt=%d stall=%d hooks=%d%d%d%d%d",
 		v.MaxInFlight, r.MaxAttempts, r.InitialBackoff, r.MaxBackoff, r.ThrottleBackoff, r.MaxRetryAfter,
-		r.AttemptTimeout, r.StallTimeout, set(r.Sleep != nil), set(r.Jitter != nil), set(r.Retryable != nil), set(r.OnRetry != nil))
+		r.AttemptTimeout, r.StallTimeout, set(r.Sleep != nil), set(r.Jitter != nil), set(r.Retryable != nil), set(r.OnRetry != nil),
+		set(v.Inner != nil))
 }
 
 // Wrap returns b inside the standard decorators. A Bucket that Wrap
@@ -77,6 +82,9 @@ func Wrap(b storage.Bucket, opts *Options) (storage.Bucket, error) {
 	}
 	if o.MaxInFlight == 0 {
 		o.MaxInFlight = DefaultMaxInFlight
+	}
+	if o.Inner != nil {
+		b = o.Inner(b)
 	}
 	inner := b
 	if o.MaxInFlight > 0 {
