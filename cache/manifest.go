@@ -166,15 +166,25 @@ func (d *Dataset) writeManifest(ctx context.Context, b []byte) error {
 	if err := os.MkdirAll(filepath.Dir(p), d.c.opts.dirMode()); err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
-	// A name no other writer uses, as the lock is not held. A crash
-	// leaves it (foreignDatasets reads only *.json).
-	tmp := fmt.Sprintf("%s.%d-%x.tmp", p, os.Getpid(), time.Now().UnixNano())
-	// Synced before the rename: a crash must not leave an empty or torn
-	// manifest in place, which foreignDatasets skips, so that no other
-	// process could evict the dataset's shards.
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, d.c.opts.fileMode())
-	if err != nil {
-		return fmt.Errorf("cache: %w", err)
+	// A name no other writer uses, as the lock is not held (O_EXCL: two
+	// writers of this process in the same clock tick take the next). A
+	// crash leaves it (foreignDatasets reads only *.json).
+	var tmp string
+	var f *os.File
+	var err error
+	stamp := time.Now().UnixNano()
+	for i := 0; ; i++ {
+		tmp = fmt.Sprintf("%s.%d-%x-%d.tmp", p, os.Getpid(), stamp, i)
+		// Synced before the rename: a crash must not leave an empty or
+		// torn manifest in place, which foreignDatasets skips, so that
+		// no other process could evict the dataset's shards.
+		f, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, d.c.opts.fileMode())
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || i == 100 {
+			return fmt.Errorf("cache: %w", err)
+		}
 	}
 	_, err = f.Write(b)
 	if err == nil {
