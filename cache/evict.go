@@ -21,6 +21,23 @@ type Future interface {
 	NextUses(fn func(d *Dataset, shard int, distance int64))
 }
 
+// Pinner is implemented by a Future whose consumer holds shards it fetched
+// ahead of itself until it leases them: a DataLoader worker taking turns
+// (stream.Options.OrderAdmissions) pins each shard its walk fetches from
+// the fetch's admission until its own turn at that shard leases it, so
+// that the shard is never an eviction candidate in between. Without the
+// pin a prefetched shard becomes a candidate when its download ends (one
+// in flight is none), so whether another worker's shard change may evict
+// it depends on that time, not on the plan. A worker's pins are within its
+// prefetch budget, which the cache limit holds beside every worker's
+// current shard and fetch.
+type Pinner interface {
+	// Pinned calls fn for every shard the consumer pins now. It is
+	// called on the cache's eviction path and must not call into the
+	// Cache or block.
+	Pinned(fn func(d *Dataset, shard int))
+}
+
 type futureReg struct{ f Future }
 
 // AddFuture registers a consumer's future; call the returned func to
@@ -156,7 +173,18 @@ func (c *Cache) evict(need, distance int64, demand bool, self *Dataset, selfShar
 	}
 	datasets := append([]*Dataset(nil), c.datasets...)
 	c.mu.Unlock()
+	pinned := make(map[*Dataset]map[int]bool)
 	for _, f := range futures {
+		if p, ok := f.(Pinner); ok {
+			p.Pinned(func(d *Dataset, shard int) {
+				m := pinned[d]
+				if m == nil {
+					m = make(map[int]bool)
+					pinned[d] = m
+				}
+				m[shard] = true
+			})
+		}
 		f.NextUses(func(d *Dataset, shard int, distance int64) {
 			m := dist[d]
 			if m == nil {
@@ -180,7 +208,7 @@ func (c *Cache) evict(need, distance int64, demand bool, self *Dataset, selfShar
 			c.mu.Lock()
 			st := d.st[i]
 			c.mu.Unlock()
-			if !Evictable(st.refs > 0, st.flight != nil, !d.remote) {
+			if !Evictable(st.refs > 0 || pinned[d][i], st.flight != nil, !d.remote) {
 				continue
 			}
 			dd, ok := dist[d][i]

@@ -27,7 +27,7 @@ func (nd *node) offer(shard int) {
 	if !nd.tracking {
 		return
 	}
-	if nd.state[shard] != present || !cache.Evictable(nd.leased[shard] > 0, false, false) {
+	if nd.state[shard] != present || !cache.Evictable(nd.leased[shard] > 0 || nd.pinned[shard] > 0, false, false) {
 		return
 	}
 	if nd.turns { // (taking turns, the windows give the key: window.go)

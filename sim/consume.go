@@ -240,6 +240,7 @@ func (nd *node) read(c *chain) {
 		nd.vic.remove(sh)
 		cs.cur = sh
 		if nd.ordered() {
+			nd.unpin(c.origin, sh) // leased in its turn: the walk's pin goes
 			// The cache's clock ticks at a lease, once per shard change.
 			nd.clock++
 			nd.lastUse[sh] = nd.clock

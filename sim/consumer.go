@@ -38,6 +38,9 @@ type consumer struct {
 	prefetching int  // prefetches in flight
 	out         bool // first sample delivered
 	firstShard  int  // shard of its first sample (-1: none)
+	// pins are the shards its walk fetched that it has not leased yet,
+	// where the workers take turns (node.pinned).
+	pins []int32
 }
 
 // part returns rank r's part [from, to) of step s in node positions, as
@@ -78,6 +81,7 @@ func (nd *node) newConsumers() {
 	}
 	for i := range nd.cons {
 		nd.dropCur(i) // the last epoch's iterators end
+		nd.unpinAll(i)
 	}
 	steps := nd.sc.Steps()
 	nd.waitOut = 0
@@ -189,7 +193,12 @@ func (cs *consumer) shardAtHint(p int64, hint, runHint *int) (int, int64, bool) 
 func (cs *consumer) Present(shard int) bool { return cs.nd.state[shard] != absent }
 
 // Stop implements prefetch.Plan: every fetch slot of the consumer is busy.
-func (cs *consumer) Stop() bool { return cs.prefetching >= cs.nd.c.concurrency() }
+// Where the workers take turns the slots do not bound the walk (as in
+// stream's): what it admits in a turn must not depend on how many of its
+// downloads are still running.
+func (cs *consumer) Stop() bool {
+	return !cs.nd.turns && cs.prefetching >= cs.nd.c.concurrency()
+}
 
 // moveTo moves the consumer's walk to local position p, where the run of
 // the shard it has just taken begins (an Iterator's walk position once it
@@ -236,6 +245,10 @@ func (nd *node) pump(ci int, t float64) {
 					// refusal is stale at once.
 					nd.gen++
 				}
+				// A refused fetch counts against the budget until the
+				// consumer reaches it, as stream's walk counts it
+				// before the cache answers.
+				cs.walk.Fetched(at)
 				cs.walk.Refuse(at)
 				return
 			}
@@ -243,6 +256,10 @@ func (nd *node) pump(ci int, t float64) {
 				nd.c.onPrefetch(nd, ci, at, sh)
 			}
 			nd.fetch(sh, t, false, ci)
+			if nd.ordered() {
+				nd.pinned[sh]++
+				cs.pins = append(cs.pins, int32(sh))
+			}
 		}
 		// On its way (started now or before): the prefetcher holds a
 		// slot until it is there.
@@ -250,4 +267,30 @@ func (nd *node) pump(ci int, t float64) {
 		cs.prefetching++
 		cs.walk.Fetched(at)
 	}
+}
+
+// unpin drops consumer ci's pins of shard, which its turn leases.
+func (nd *node) unpin(ci, shard int) {
+	cs := &nd.cons[ci]
+	k := 0
+	for _, p := range cs.pins {
+		if int(p) == shard {
+			nd.pinned[shard]--
+			continue
+		}
+		cs.pins[k] = p
+		k++
+	}
+	cs.pins = cs.pins[:k]
+}
+
+// unpinAll drops every pin of consumer ci (its iterator ends): the shards
+// become candidates where nothing else holds them.
+func (nd *node) unpinAll(ci int) {
+	cs := &nd.cons[ci]
+	for _, p := range cs.pins {
+		nd.pinned[p]--
+		nd.offer(int(p))
+	}
+	cs.pins = cs.pins[:0]
 }

@@ -49,6 +49,10 @@ type node struct {
 	// counts as present to the walks, as cache.Dataset.Coming to stream's).
 	owners [][]int32
 	use    []int64 // a candidate's next use at or after pos (-1: none)
+	// pinned counts, where the workers take turns, the consumers whose
+	// walk fetched the shard and whose turn has not leased it yet
+	// (cache.Pinner): no candidate until then.
+	pinned []int32
 
 	vic victims // eviction candidates in the policy's order
 	// tracking is set from the first reservation that must evict: until
@@ -219,6 +223,7 @@ func (nd *node) local(g int) int {
 	nd.demand = append(nd.demand, false)
 	nd.owners = append(nd.owners, nil)
 	nd.use = append(nd.use, 0)
+	nd.pinned = append(nd.pinned, 0)
 	nd.runAt = append(nd.runAt, -1)
 	nd.vic.add(int32(g))
 	return l

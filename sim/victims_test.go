@@ -133,13 +133,14 @@ func TestVictimsMatchFullScan(t *testing.T) {
 // of the cache, every distance computed afresh as the real cache does:
 // each consumer's runs within its look-ahead from the start of the run it
 // reads (stream.Iterator.NextUses), the nearest over the node's consumers;
-// the candidates (present, unleased) sorted by cache.CompareCandidates,
+// the candidates (present, unleased, unpinned: cache.Pinner) sorted by
+// cache.CompareCandidates,
 // stably in shard order. (The model's earlier orderedVictims, per eviction.)
 func refTurnVictim(nd *node) (int, cache.Candidate, []int64) {
 	dist := refTurnDists(nd)
 	best, bestKey := -1, cache.Candidate{}
 	for sh, st := range nd.state {
-		if st != present || nd.leased[sh] > 0 {
+		if st != present || nd.leased[sh] > 0 || nd.pinned[sh] > 0 {
 			continue
 		}
 		k := cache.NewCandidate(dist[sh] >= 0, dist[sh], nd.lastUse[sh])

@@ -246,6 +246,9 @@ func (it *Iterator) Next() bool {
 			if it.turns != nil {
 				it.turnClaimed(p) // an open shard of this Dataset's table: no call to the cache
 				it.turns.seq++
+				if err == nil {
+					it.leased(shard) // held by the lease now: the walk's pin goes
+				}
 			}
 			if err != nil {
 				it.addWait(start)

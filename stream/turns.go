@@ -146,6 +146,65 @@ type workerTurns struct {
 	heldMu sync.Mutex
 	held   int64
 	freed  chan struct{} // signalled when held drops to 0
+
+	// pins counts, per shard, the fetches the worker's walk started and
+	// its turns have not leased yet (Iterator.Pinned): until its own
+	// turn at a shard leases it, a shard the worker fetched ahead is no
+	// eviction candidate, whenever its download ends.
+	pinMu sync.Mutex
+	pins  map[pinKey]int
+}
+
+// pinKey is a shard of one cache dataset.
+type pinKey struct {
+	cds   *cache.Dataset
+	shard int
+}
+
+// pin counts a fetch of shard that the walk starts.
+func (t *workerTurns) pin(cds *cache.Dataset, shard int) {
+	t.pinMu.Lock()
+	if t.pins == nil {
+		t.pins = map[pinKey]int{}
+	}
+	t.pins[pinKey{cds, shard}]++
+	t.pinMu.Unlock()
+}
+
+// unpin drops one pin of shard (a failed fetch), or every pin of it
+// (all: the worker's turn leased it).
+func (t *workerTurns) unpin(cds *cache.Dataset, shard int, all bool) {
+	k := pinKey{cds, shard}
+	t.pinMu.Lock()
+	if n := t.pins[k]; n <= 1 || all {
+		delete(t.pins, k)
+	} else {
+		t.pins[k] = n - 1
+	}
+	t.pinMu.Unlock()
+}
+
+// Pinned implements cache.Pinner: the shards the worker's walk fetched
+// that its turns have not leased yet (none without turns).
+func (it *Iterator) Pinned(fn func(d *cache.Dataset, shard int)) {
+	t := it.turns
+	if t == nil {
+		return
+	}
+	t.pinMu.Lock()
+	defer t.pinMu.Unlock()
+	for k := range t.pins {
+		fn(k.cds, k.shard)
+	}
+}
+
+// leased drops the pins of global shard, which the worker's turn has
+// leased.
+func (it *Iterator) leased(shard int) {
+	ref := it.d.shards[shard]
+	if cds := it.d.streams[ref.stream].cds; cds != nil {
+		it.turns.unpin(cds, ref.local, true)
+	}
 }
 
 // hand counts a Location handed out.

@@ -183,7 +183,10 @@ func (pf *prefetcher) walkLocked() {
 		budget = prefetch.FirstBudget(budget)
 		n = prefetch.FirstEnd(wp, it.from.Load(), n)
 	}
-	for pf.inflight.Load() < pf.conc {
+	// Taking turns, what the walk admits in a turn must not depend on how
+	// many of the worker's downloads are still running (timing): the
+	// fetch slots do not bound it there, the budget and window do.
+	for it.turns != nil || pf.inflight.Load() < pf.conc {
 		at, shard, ok := w.Next(wp, pos, n, budget)
 		if !ok {
 			return
@@ -193,9 +196,17 @@ func (pf *prefetcher) walkLocked() {
 		w.Fetched(at)
 		it.noteAhead(1)
 		pf.inflight.Add(1)
+		if it.turns != nil {
+			// Taking turns, the shard is no eviction candidate until
+			// this worker's turn leases it (cache.Pinner).
+			it.turns.pin(st.cds, ref.local)
+		}
 		// The callback runs on the fetch's goroutine (or here, at once,
 		// for a shard whose bytes are written already).
 		st.cds.Via(st.bucket).PrefetchFunc(ref.local, at-pos, func(err error) {
+			if err != nil && it.turns != nil {
+				it.turns.unpin(st.cds, ref.local, false)
+			}
 			if errors.Is(err, cache.ErrNoSpace) {
 				// The walk resumes here when the consumer moves.
 				for {
