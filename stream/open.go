@@ -84,7 +84,7 @@ var ErrIndexChanged = errors.New("the remote index changed")
 // stackOptions returns the decorator settings for a stream whose download
 // attempts are bounded by timeout: the caller's retry policy, with the
 // attempt timeout (the wait for a response to begin) set to timeout
-// unless the policy sets its own.
+// unless the policy sets its own, and the caller's StoreInner.
 func (o *Options) stackOptions(timeout time.Duration) *stack.Options {
 	var r retry.Options
 	if o.Retry != nil {
@@ -93,7 +93,7 @@ func (o *Options) stackOptions(timeout time.Duration) *stack.Options {
 	if r.AttemptTimeout == 0 && timeout > 0 {
 		r.AttemptTimeout = timeout
 	}
-	return &stack.Options{MaxInFlight: o.MaxInFlight, Retry: &r}
+	return &stack.Options{MaxInFlight: o.MaxInFlight, Retry: &r, Inner: o.StoreInner}
 }
 
 // openStore opens a stream's root through the Registry and the standard

@@ -144,6 +144,11 @@ type Options struct {
 	// MaxInFlight bounds the requests in flight to each stream's store.
 	// Zero means 64; negative means no bound.
 	MaxInFlight int
+	// StoreInner, when set, wraps each stream's store under the retry
+	// decorators (storage/stack Options.Inner), so that what it adds, the
+	// timing of metrics.Store.Bucket say, sees every attempt of a
+	// retried request.
+	StoreInner func(storage.Bucket) storage.Bucket
 
 	// CacheSharedGroup makes the cache Open creates usable by the group
 	// of its directory (0770 directories with set-group-ID, 0660 files)

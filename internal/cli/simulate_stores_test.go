@@ -146,6 +146,27 @@ func TestSimulateRequestsPerStore(t *testing.T) {
 			if want := sim.Report.StoreRequests; got != want {
 				t.Errorf("%s: the stream made %d requests, simulate predicts %d (%d shards)", storage.RedactURL(remote), got, want, shards)
 			}
+			// sluice stream --json counts the same requests itself.
+			var rep struct {
+				Store []struct {
+					Op       string  `json:"op"`
+					Requests int64   `json:"requests"`
+					Latency  float64 `json:"latency_s"`
+				} `json:"store"`
+			}
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatalf("stream --json: %v\n%s", err, out)
+			}
+			var own int64
+			for _, so := range rep.Store {
+				own += so.Requests
+				if so.Latency <= 0 {
+					t.Errorf("stream --json: %s latency %v", so.Op, so.Latency)
+				}
+			}
+			if own != got {
+				t.Errorf("stream --json reports %d store requests (%+v), the store saw %d", own, rep.Store, got)
+			}
 		})
 	}
 }

@@ -18,7 +18,9 @@ import (
 
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/internal/atomicfile"
+	"github.com/sluicedata/sluice/metrics"
 	"github.com/sluicedata/sluice/plan"
+	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/storage/retry"
 	"github.com/sluicedata/sluice/stream"
 )
@@ -192,16 +194,28 @@ type streamReport struct {
 	// InputWaitS (with --step-time) is the time the loop waited for its
 	// batches: from the end of each step to the next batch's last
 	// sample. InputWaitFraction is that over itself plus the steps.
-	InputWaitS        *float64        `json:"input_wait_s,omitempty"`
-	InputWaitFraction *float64        `json:"input_wait_fraction,omitempty"`
-	Hits              int64           `json:"cache_hits"`
-	Misses            int64           `json:"cache_misses"`
-	Downloads         int64           `json:"downloads"`
-	BytesFetched      int64           `json:"bytes_fetched"`
-	Evictions         int64           `json:"evictions"`
-	StoreRetries      int64           `json:"store_retries"`
-	RetriesBy         []retryCount    `json:"retries_by,omitempty"`
-	State             json.RawMessage `json:"state"`
+	InputWaitS        *float64     `json:"input_wait_s,omitempty"`
+	InputWaitFraction *float64     `json:"input_wait_fraction,omitempty"`
+	Hits              int64        `json:"cache_hits"`
+	Misses            int64        `json:"cache_misses"`
+	Downloads         int64        `json:"downloads"`
+	BytesFetched      int64        `json:"bytes_fetched"`
+	Evictions         int64        `json:"evictions"`
+	StoreRetries      int64        `json:"store_retries"`
+	RetriesBy         []retryCount `json:"retries_by,omitempty"`
+	// Store is the run's requests to the store per operation (each
+	// attempt of a retried request counts; latency is the time to the
+	// first byte or answer, summed).
+	Store []storeOp       `json:"store,omitempty"`
+	State json.RawMessage `json:"state"`
+}
+
+// storeOp is one operation's store requests in the report.
+type storeOp struct {
+	Op       string  `json:"op"`
+	Requests int64   `json:"requests"`
+	Errors   int64   `json:"errors"`
+	Seconds  float64 `json:"latency_s"`
 }
 
 func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, url string) error {
@@ -225,6 +239,10 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 			MaxBackoff: f.retryMaxBackoff, ThrottleBackoff: f.throttleBackoff, StallTimeout: f.stallTimeout}),
 		CacheSharedGroup: f.cacheGroup,
 	}
+	// Every store request of the run, each attempt timed (the report's
+	// store figures).
+	storeTimes := metrics.NewStore()
+	opts.StoreInner = func(b storage.Bucket) storage.Bucket { return storeTimes.Bucket("", b) }
 	if f.retryAttempts < 1 {
 		return fmt.Errorf("stream: --retry-attempts %d must be at least 1", f.retryAttempts)
 	}
@@ -410,6 +428,9 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 	for _, rc := range retries.Snapshot() {
 		r.RetriesBy = append(r.RetriesBy, retryCount{Op: rc.Op, Cause: rc.Cause, N: rc.N})
 	}
+	for _, t := range storeTimes.Totals("") {
+		r.Store = append(r.Store, storeOp{Op: t.Op, Requests: t.Requests, Errors: t.Errors, Seconds: t.Seconds})
+	}
 	if f.stepTime > 0 {
 		v := 0.0
 		if total := inputWait + time.Duration(steps)*f.stepTime; total > 0 {
@@ -449,6 +470,9 @@ func printStreamReport(w io.Writer, r *streamReport, f *streamFlags) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "cache: %d hits, %d misses, %d downloads (%.1f MB fetched), %d evictions\n",
 		r.Hits, r.Misses, r.Downloads, float64(r.BytesFetched)/1e6, r.Evictions)
+	for _, so := range r.Store {
+		fmt.Fprintf(w, "store %s: %d requests (%d failed), mean latency %.1f ms\n", so.Op, so.Requests, so.Errors, 1e3*so.Seconds/float64(max(so.Requests, 1)))
+	}
 	if r.StoreRetries > 0 {
 		fmt.Fprintf(w, "store retries: %d", r.StoreRetries)
 		for _, rc := range r.RetriesBy {
