@@ -11,15 +11,19 @@ const MaxSourcesLen = 1 << 32
 // on a copy of g, x[at[k]] is the original x[src[k]]. It makes only the
 // draws of the steps n-1 down to min(at) (those of ShuffleInt64Tail(x,
 // min(at)), after which g is where that leaves it) and moves no data:
-// Fisher–Yates settles position p at step p with the element then at its
-// partner r_p <= p, which is the original one there unless a later step
-// (one made earlier, a higher index) put another there, and the step i
-// that last did took it from position i just before step i, and so on up;
-// so each source is one pass over the partners of steps p+1 … n-1, where
-// the data shuffle writes the whole array and swaps through it. r is
-// scratch for the partners (n values), returned for reuse. src must be as
-// long as at; n must be at most MaxSourcesLen.
+// Fisher–Yates (numpy's order: i from n-1 down to 1) settles position p
+// at step p with the element then at its partner r_p <= p: the original
+// one there, unless a step made before (a higher i) swapped another in,
+// and the last such step i took it from position i just before step i,
+// and so on; so each source is one pass over the partners of steps p+1 …
+// n-1, where the data shuffle writes the whole array and swaps through
+// it. r is scratch for the partners (n values), returned for reuse. src
+// must be as long as at; n must be at most MaxSourcesLen (it panics
+// otherwise, as for a position out of range: the partners would not fit).
 func (g *Generator) ShuffleSources(n int, at, src []int, r []uint32) []uint32 {
+	if uint64(n) > MaxSourcesLen {
+		panic("nprand: ShuffleSources of more than MaxSourcesLen elements")
+	}
 	if len(at) == 0 {
 		return r
 	}
