@@ -68,7 +68,7 @@ StreamingDataLoader (skipped with the reason otherwise).`,
 	fl.StringVar(&f.out, "out", "sluice-bench", "output directory (CSV files, charts, the node cache)")
 	fl.IntVar(&f.batchSize, "batch-size", 32, "batch size")
 	fl.DurationVar(&f.stepTime, "step-time", 20*time.Millisecond, "compute time per step")
-	fl.IntVar(&f.workers, "workers", 1, "DataLoader workers")
+	fl.IntVar(&f.workers, "workers-per-rank", 1, "DataLoader workers (of the one rank the bench runs)")
 	fl.BoolVar(&f.shuffle, "shuffle", false, "shuffle the samples")
 	fl.StringVar(&f.shuffleAlgo, "shuffle-algo", plan.AlgoPy1e, "shuffle algorithm")
 	fl.IntVar(&f.predownload, "predownload", 0, "samples to prefetch ahead (0: 8×batch size)")
@@ -76,7 +76,7 @@ StreamingDataLoader (skipped with the reason otherwise).`,
 	fl.IntVar(&f.maxSteps, "max-steps", 0, "steps per run (0: one epoch)")
 	fl.BoolVar(&f.baseline, "baseline", false, "add the plain-files baseline run")
 	fl.BoolVar(&f.plot, "plot", false, "draw the charts after the runs")
-	fl.StringVar(&f.format, "format", "png", "chart format: png or svg")
+	fl.StringVar(&f.format, "plot-format", "png", "chart format: png or svg")
 	fl.BoolVar(&f.noGPU, "no-gpu", false, "do not sample nvidia-smi")
 	fl.DurationVar(&f.gpuInterval, "gpu-interval", 500*time.Millisecond, "nvidia-smi sampling period")
 	fl.StringVar(&f.torchModel, "torch-model", "", "train this torch model on the batches instead of sleeping --step-time: "+strings.Join(bench.Models, ", "))
@@ -85,6 +85,13 @@ StreamingDataLoader (skipped with the reason otherwise).`,
 	fl.IntVar(&f.imageSize, "torch-image-size", 224, "side of the square images fed to --torch-model")
 	fl.IntVar(&f.numClasses, "torch-classes", 1000, "classes of --torch-model's classifier")
 	fl.IntVar(&f.threads, "torch-threads", 0, "torch CPU threads (0: torch's default)")
+	// The names of sluice stream and sluice simulate for the same settings
+	// above; the earlier ones stay, hidden.
+	fl.IntVar(&f.workers, "workers", 1, "DataLoader workers (deprecated: use --workers-per-rank)")
+	fl.StringVar(&f.format, "format", "png", "chart format (deprecated: use --plot-format)")
+	for _, n := range []string{"workers", "format"} {
+		_ = fl.MarkHidden(n)
+	}
 	return cmd
 }
 

@@ -16,7 +16,7 @@ func TestBenchPlotQuickstart(t *testing.T) {
 	}
 	out := filepath.Join(dir, "bench")
 	got, err := runCLI(t, "bench", filepath.Join(dir, "remote"), "--out", out, "--batch-size", "8",
-		"--step-time", "1ms", "--shuffle", "--workers", "2", "--baseline", "--plot", "--no-gpu", "--max-steps", "40")
+		"--step-time", "1ms", "--shuffle", "--workers-per-rank", "2", "--baseline", "--plot", "--no-gpu", "--max-steps", "40")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,10 @@ func TestBenchPlotQuickstart(t *testing.T) {
 	if _, err := runCLI(t, "plot", t.TempDir()); err == nil {
 		t.Error("plot of an empty directory: no error")
 	}
-	if _, err := runCLI(t, "bench", filepath.Join(dir, "remote"), "--out", out, "--format", "gif"); err == nil {
-		t.Error("--format gif accepted")
+	// The deprecated names still set the same settings.
+	for _, flag := range []string{"--plot-format", "--format"} {
+		if _, err := runCLI(t, "bench", filepath.Join(dir, "remote"), "--out", out, "--workers", "2", flag, "gif"); err == nil {
+			t.Errorf("%s gif accepted", flag)
+		}
 	}
 }

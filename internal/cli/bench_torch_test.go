@@ -65,7 +65,7 @@ func TestBenchTorchModel(t *testing.T) {
 	out := filepath.Join(dir, "bench")
 	var stdout, stderr bytes.Buffer
 	err = Run(ctx, []string{"bench", small, "--out", out, "--batch-size", "8",
-		"--workers", "2", "--baseline", "--no-gpu",
+		"--workers-per-rank", "2", "--baseline", "--no-gpu",
 		"--torch-model", "resnet18", "--python", debianPython, "--torch-device", "cpu",
 		"--torch-image-size", "32", "--torch-classes", "10", "--torch-threads", "1"}, &stdout, &stderr)
 	if err != nil {
