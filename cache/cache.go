@@ -189,8 +189,12 @@ type Cache struct {
 	// wake is closed (and replaced) whenever space may have been freed in
 	// this process: a lease released, a shard evicted, a fetch finished.
 	wake chan struct{}
+	// wakeOut is set while wake has been handed out (wakeChan).
+	wakeOut bool
 	// clock orders accesses for LRU.
 	clock int64
+	// holds are the idle holds (idlehold.go).
+	holds idleHolds
 	// gen counts signals; refusals remembers the last prefetch refused
 	// for space, so that prefetches needed no sooner fail without
 	// rescanning until something changes in this process.
@@ -271,6 +275,7 @@ func Open(ctx context.Context, dir string, opts *Options) (*Cache, error) {
 	}
 	c.recountDue = true
 	c.mem.limit = o.Memory
+	c.initHolds()
 	// Taking the lock once here still reports at Open a directory
 	// another process holds locked (naming it), rather than later.
 	if err := c.locked(ctx, func() error { return nil }); err != nil {
@@ -417,16 +422,26 @@ func removeIfStale(path string) (bool, error) {
 // signal wakes every goroutine waiting for space in this process.
 func (c *Cache) signal() {
 	c.mu.Lock()
-	close(c.wake)
-	c.wake = make(chan struct{})
-	c.gen++
+	c.signalLocked()
 	c.mu.Unlock()
+}
+
+// signalLocked is signal under Cache.mu. The channel is replaced only
+// when wakeChan handed it out: a lease change is cheap when nobody waits.
+func (c *Cache) signalLocked() {
+	if c.wakeOut {
+		close(c.wake)
+		c.wake = make(chan struct{})
+		c.wakeOut = false
+	}
+	c.gen++
 }
 
 // wakeChan returns the channel the next signal closes.
 func (c *Cache) wakeChan() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.wakeOut = true
 	return c.wake
 }
 

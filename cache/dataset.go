@@ -103,11 +103,16 @@ type Dataset struct {
 }
 
 // OnEvict registers fn to be called with each shard of d this process
-// evicts, once its files are deleted: a reader that keeps a shard mapped
-// with no lease (a mapping keeps a deleted file's blocks allocated) drops
-// it there, so that the bytes the cache counts free are free. fn runs on
-// the evicting goroutine under the cache directory's lock: it must not
-// call into the Cache. The returned func removes fn.
+// evicts, once its files are deleted, and with each shard this process
+// stops protecting from eviction by other processes while no lease holds
+// it (its idle hold ends, see idlehold.go): a reader that keeps a shard
+// mapped with no lease (a mapping keeps a deleted file's blocks
+// allocated) drops it there, so that the bytes the cache counts free are
+// free and no mapping outlives the protection of the file it maps. fn
+// runs on the evicting goroutine under the cache directory's lock, or on
+// the Cache's goroutine that ends holds; it must not call into the Cache
+// and must not block. It may be called for a shard more than once, or for
+// one that is leased again. The returned func removes fn.
 func (d *Dataset) OnEvict(fn func(shard int)) (remove func()) {
 	key := &fn
 	d.c.mu.Lock()
@@ -138,10 +143,20 @@ func (d *Dataset) evicted(shard int) {
 
 // shardState is a shard's in-process state, guarded by Cache.mu.
 type shardState struct {
-	refs    int      // leases held in this process
-	f       *os.File // first raw file, flock'ed shared while refs > 0
-	flight  *flight  // fetch in progress in this process
-	lastUse int64    // Cache.clock at the last lease
+	refs int      // leases held in this process
+	f    *os.File // first raw file, flock'ed shared while refs > 0
+	// idle is this process's idle hold on the shard (refs == 0), if any:
+	// its first raw file, open and flock'ed shared (see idlehold.go).
+	idle *idleHold
+	// temp: f was opened under a fetch's temporary name (an early lease):
+	// it is never held idle, as its lock and place are the fetch's to
+	// give (or not, when the fetch fails).
+	temp bool
+	// fid is the FileID of fidOf, the last file the leases read through.
+	fid     uint64
+	fidOf   *os.File
+	flight  *flight // fetch in progress in this process
+	lastUse int64   // Cache.clock at the last lease
 	// early: the leases read the flight's complete temporary files (f is
 	// one of them, not locked) while they are synced and renamed; the
 	// flight hands f a shared lock once they are in place.

@@ -89,8 +89,14 @@ func TestAcquireEarly(t *testing.T) {
 		t.Fatalf("exclusive lock on a leased shard: ok=%v err=%v, want refused", ok, err)
 	}
 	l.Release()
+	// Released, the shard stays held idle (idlehold.go) until this
+	// process's eviction (or the hold's end) lets go of it.
+	if ok, err := tryLock(f, true); err != nil || ok {
+		t.Fatalf("exclusive lock on a shard held idle: ok=%v err=%v, want refused", ok, err)
+	}
+	l.d.dropIdle(0)
 	if ok, err := tryLock(f, true); err != nil || !ok {
-		t.Fatalf("exclusive lock after Release: ok=%v err=%v, want granted", ok, err)
+		t.Fatalf("exclusive lock after the idle hold ended: ok=%v err=%v, want granted", ok, err)
 	}
 }
 

@@ -267,6 +267,7 @@ func (d *Dataset) evictShard(shard int) int64 {
 	if ok, err := tryLock(lf, true); err != nil || !ok {
 		return 0 // being fetched by another process
 	}
+	d.dropIdle(shard) // this process's idle hold gives way (idlehold.go)
 	// A lease anywhere holds a shared lock on the first raw file.
 	if rf, err := os.Open(d.path(files[0].Raw)); err == nil {
 		defer rf.Close()

@@ -145,9 +145,12 @@ func (d *Dataset) Present(shard int) bool {
 func (d *Dataset) Coming(shard int) bool {
 	c := d.c
 	c.mu.Lock()
-	fl := d.st[shard].flight
+	st := &d.st[shard]
+	// A shard leased (its files in place: not early) or held idle in this
+	// process is present, and stays so: no stat needed.
+	here := st.flight != nil || st.idle != nil || (st.refs > 0 && !st.early)
 	c.mu.Unlock()
-	return fl != nil || d.Present(shard)
+	return here || d.Present(shard)
 }
 
 // start joins the shard's in-process flight or starts one, downloading

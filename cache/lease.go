@@ -20,6 +20,7 @@ type Lease struct {
 	done  bool
 	fl    *flight // the fetch whose temporary files the lease reads, if any
 	mem   *memShard
+	fid   uint64
 }
 
 // Hit reports whether the shard was already local when the lease was
@@ -79,9 +80,17 @@ func (l *Lease) Committed(ctx context.Context) error {
 	}
 }
 
-// File returns the first raw file, open read-only. It stays open until the
-// last lease on the shard in this process is released; callers must not
-// close it.
+// FileID identifies the open file the lease reads through (File), zero
+// when it has none (a shard fetched in memory). Two leases of a shard with
+// the same non-zero FileID read one file that stayed open, with its lock,
+// from the first lease to the second: no process can have evicted it or
+// replaced it in between, so a mapping of it made under the first lease
+// still maps the shard's file (see idlehold.go).
+func (l *Lease) FileID() uint64 { return l.fid }
+
+// File returns the first raw file, open read-only. It stays open at least
+// until the last lease on the shard in this process is released; callers
+// must not close it.
 func (l *Lease) File() *os.File {
 	l.d.c.mu.Lock()
 	defer l.d.c.mu.Unlock()
@@ -99,19 +108,83 @@ func (l *Lease) Release() {
 	l.done = true
 	st := &l.d.st[l.shard]
 	st.refs--
-	var f *os.File
-	if st.refs == 0 {
-		f, st.f = st.f, nil
-		st.early = false
-	}
+	f, freed, temp := l.d.unrefLocked(l.shard)
 	if l.mem != nil {
 		c.doneLocked(l.mem, st.refs == 0)
 	}
+	if freed {
+		c.signalLocked()
+	}
+	c.mu.Unlock()
+	switch {
+	case temp:
+		l.d.holdTemp(l.shard, f)
+	case f != nil:
+		f.Close() // drops the shared flock
+	}
+}
+
+// unrefLocked ends the leases' hold on shard once its last lease in this
+// process is gone (refs == 0): its file becomes an idle hold, or is
+// returned for the caller to close, or, with temp, to pass to holdTemp
+// (the leases opened it under the fetch's temporary name). freed reports
+// whether a file was held (the shard became evictable in this process:
+// signal waiters for room). Call under Cache.mu.
+func (d *Dataset) unrefLocked(shard int) (f *os.File, freed, temp bool) {
+	st := &d.st[shard]
+	if st.refs > 0 || st.f == nil {
+		return nil, false, false
+	}
+	f, st.f = st.f, nil
+	if st.early || st.temp {
+		st.early, st.temp = false, false
+		return f, true, true
+	}
+	return d.c.holdLocked(d, shard, f), true, false
+}
+
+// holdTemp keeps f, the shard's first raw file that its leases opened
+// under the fetch's temporary name, as an idle hold if it is now the
+// complete file in place and takes a shared lock (the fetch renamed it and
+// ended); otherwise (the fetch still holds it, or failed) it closes f and
+// tells the OnEvict functions, as a reader may keep it mapped. Once per
+// fetched shard: three system calls. Call without Cache.mu.
+func (d *Dataset) holdTemp(shard int, f *os.File) {
+	files := d.src.Shards[shard].Files
+	ok, err := tryLock(f, false)
+	if err == nil && ok {
+		var fi os.FileInfo
+		fi, ok, err = sameFile(f, d.path(files[0].Raw))
+		ok = ok && err == nil && fi.Size() == files[0].RawBytes
+		for _, rf := range files[1:] {
+			fi, err := os.Stat(d.path(rf.Raw))
+			ok = ok && err == nil && fi.Size() == rf.RawBytes
+		}
+	}
+	c := d.c
+	c.mu.Lock()
+	st := &d.st[shard]
+	if ok && st.refs == 0 && st.f == nil && st.idle == nil {
+		f = c.holdLocked(d, shard, f)
+	} else {
+		c.noteLocked(d, shard)
+	}
 	c.mu.Unlock()
 	if f != nil {
-		f.Close() // drops the shared flock
-		c.signal()
+		f.Close()
 	}
+}
+
+// reviveLocked makes shard's idle hold, if it has one and no lease, the
+// file of the leases to come, and reports whether it did. Call under
+// Cache.mu.
+func (d *Dataset) reviveLocked(shard int) bool {
+	st := &d.st[shard]
+	if st.refs > 0 || st.idle == nil {
+		return false
+	}
+	d.c.unholdLocked(st)
+	return true
 }
 
 // Acquire returns a lease on shard, fetching it first if it is not local.
@@ -148,6 +221,9 @@ func (d *Dataset) acquireEarly(ctx context.Context, shard int, via storage.Bucke
 		return nil, fmt.Errorf("cache %s: shard %d out of range [0, %d)", d.dir, shard, len(d.st))
 	}
 	c := d.c
+	if l := d.leaseHeld(ctx, shard); l != nil {
+		return l, nil
+	}
 	start := time.Now()
 	missed := false
 	defer func() {
@@ -164,7 +240,7 @@ func (d *Dataset) acquireEarly(ctx context.Context, shard int, via storage.Bucke
 			return nil, ErrClosed
 		}
 		st := &d.st[shard]
-		if st.refs > 0 {
+		if st.refs > 0 || d.reviveLocked(shard) {
 			l := d.leaseLocked(shard, !missed)
 			c.mu.Unlock()
 			d.count(missed)
@@ -188,7 +264,7 @@ func (d *Dataset) acquireEarly(ctx context.Context, shard int, via storage.Bucke
 		if f != nil {
 			c.mu.Lock()
 			st := &d.st[shard]
-			if st.refs > 0 {
+			if st.refs > 0 || d.reviveLocked(shard) {
 				f.Close()
 			} else {
 				st.f = f
@@ -196,7 +272,7 @@ func (d *Dataset) acquireEarly(ctx context.Context, shard int, via storage.Bucke
 			st.refs++
 			c.clock++
 			st.lastUse = c.clock
-			l := &Lease{d: d, shard: shard, hit: !missed, mem: d.readLocked(shard)}
+			l := &Lease{d: d, shard: shard, hit: !missed, mem: d.readLocked(shard), fid: c.fidLocked(st)}
 			c.mu.Unlock()
 			d.count(missed)
 			admitted(ctx)
@@ -211,6 +287,22 @@ func (d *Dataset) acquireEarly(ctx context.Context, shard int, via storage.Bucke
 			return l, err
 		}
 	}
+}
+
+// leaseHeld returns a lease on shard when this process leases it or holds
+// it idle already, with no system call; nil otherwise.
+func (d *Dataset) leaseHeld(ctx context.Context, shard int) *Lease {
+	c := d.c
+	c.mu.Lock()
+	if c.closed || (d.st[shard].refs == 0 && !d.reviveLocked(shard)) {
+		c.mu.Unlock()
+		return nil
+	}
+	l := d.leaseLocked(shard, true)
+	c.mu.Unlock()
+	d.count(false)
+	admitted(ctx)
+	return l
 }
 
 // await waits for flight fl of shard. It returns an early lease when the
@@ -229,10 +321,14 @@ func (d *Dataset) await(ctx context.Context, shard int, fl *flight) (*Lease, err
 		return nil, nil // ended meanwhile
 	case fl.sealed:
 		// The flight has pinned the shard already: lease it directly.
-		if st.refs == 0 && fl.hold != nil {
+		// (The file it holds was once made st.f without a lease counted
+		// for it: the caller then waited for the flight's end and leased
+		// the shard anew, leaving that file open and locked with no lease,
+		// which kept this process's eviction from ever taking the shard.)
+		if st.refs == 0 && !d.reviveLocked(shard) && fl.hold != nil {
 			st.f, fl.hold = fl.hold, nil
 		}
-		if st.refs > 0 {
+		if st.refs > 0 || st.f != nil {
 			l := d.leaseLocked(shard, false)
 			c.mu.Unlock()
 			d.count(true)
@@ -280,7 +376,7 @@ func (d *Dataset) await(ctx context.Context, shard int, fl *flight) (*Lease, err
 		fl.pinned--
 		c.clock++
 		d.st[shard].lastUse = c.clock
-		l := &Lease{d: d, shard: shard, mem: d.readLocked(shard)}
+		l := &Lease{d: d, shard: shard, mem: d.readLocked(shard), fid: c.fidLocked(&d.st[shard])}
 		c.mu.Unlock()
 		d.count(true)
 		return l, nil
@@ -313,17 +409,17 @@ func (d *Dataset) unwait(shard int, fl *flight) {
 		return
 	}
 	fl.pinned--
-	st := &d.st[shard]
-	st.refs--
-	var f *os.File
-	if st.refs == 0 {
-		f, st.f = st.f, nil
-		st.early = false
+	d.st[shard].refs--
+	f, freed, temp := d.unrefLocked(shard)
+	if freed {
+		c.signalLocked()
 	}
 	c.mu.Unlock()
-	if f != nil {
+	switch {
+	case temp:
+		d.holdTemp(shard, f)
+	case f != nil:
 		f.Close()
-		c.signal()
 	}
 }
 
@@ -335,7 +431,7 @@ func (d *Dataset) leaseLocked(shard int, hit bool) *Lease {
 	st.refs++
 	c.clock++
 	st.lastUse = c.clock
-	l := &Lease{d: d, shard: shard, hit: hit, mem: d.readLocked(shard)}
+	l := &Lease{d: d, shard: shard, hit: hit, mem: d.readLocked(shard), fid: c.fidLocked(st)}
 	if st.early {
 		l.fl = st.flight
 	}
@@ -369,16 +465,16 @@ func (d *Dataset) leaseEarly(shard int, fl *flight) (*Lease, error) {
 		return nil, nil
 	}
 	fl.waiters--
-	if st.refs > 0 {
+	if st.refs > 0 || d.reviveLocked(shard) {
 		f.Close()
 	} else {
 		st.f = f
-		st.early = true
+		st.early, st.temp = true, true
 	}
 	st.refs++
 	c.clock++
 	st.lastUse = c.clock
-	l := &Lease{d: d, shard: shard, hit: false, mem: d.readLocked(shard)}
+	l := &Lease{d: d, shard: shard, hit: false, mem: d.readLocked(shard), fid: c.fidLocked(st)}
 	if st.early {
 		l.fl = fl
 	}

@@ -84,20 +84,20 @@ func lockWait(ctx context.Context, f *os.File, exclusive bool) error {
 }
 
 // sameFile reports whether path still names the file open as f (it may
-// have been unlinked or replaced after f was opened).
-func sameFile(f *os.File, path string) (bool, error) {
+// have been unlinked or replaced after f was opened), with f's FileInfo.
+func sameFile(f *os.File, path string) (os.FileInfo, bool, error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	pi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
+		return fi, false, nil
 	}
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
-	return os.SameFile(fi, pi), nil
+	return fi, os.SameFile(fi, pi), nil
 }
 
 // tighten sets path's permission bits to mode when this user owns it

@@ -24,22 +24,21 @@ func (d *Dataset) openLeased(ctx context.Context, shard int, wait bool) (*os.Fil
 		}
 		// An exclusive holder is evicting it or has just renamed it into
 		// place; both finish promptly.
-		if !wait {
-			ok, err := tryLock(f, false)
-			if err != nil || !ok {
-				f.Close()
-				return nil, err
-			}
-		} else {
+		ok, err := tryLock(f, false)
+		if err == nil && !ok && wait {
 			lctx, cancel := context.WithTimeout(ctx, d.c.opts.WaitTimeout)
 			err = lockWait(lctx, f, false)
 			cancel()
+			ok = err == nil
 		}
-		if err != nil {
+		if err != nil || !ok {
 			f.Close()
-			return nil, fmt.Errorf("cache: lease %s: %w", d.where(files[0].Raw), err)
+			if err != nil {
+				return nil, fmt.Errorf("cache: lease %s: %w", d.where(files[0].Raw), err)
+			}
+			return nil, nil
 		}
-		same, err := sameFile(f, p)
+		fi, same, err := sameFile(f, p)
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("cache: lease %s: %w", d.where(files[0].Raw), err)
@@ -48,12 +47,8 @@ func (d *Dataset) openLeased(ctx context.Context, shard int, wait bool) (*os.Fil
 			f.Close()
 			continue // evicted or replaced meanwhile; look again
 		}
-		fi, err := f.Stat()
-		if err != nil || fi.Size() != files[0].RawBytes {
+		if fi.Size() != files[0].RawBytes {
 			f.Close()
-			if err != nil {
-				return nil, fmt.Errorf("cache: lease %s: %w", d.where(files[0].Raw), err)
-			}
 			if !d.remote {
 				return nil, fmt.Errorf("cache: %s has %d bytes, the index says %d", d.where(files[0].Raw), fi.Size(), files[0].RawBytes)
 			}

@@ -2,10 +2,17 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicedata/sluice/cache"
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/format/mds"
 	"github.com/sluicedata/sluice/plan"
@@ -235,16 +242,105 @@ func TestIdleShardsDroppedOnEviction(t *testing.T) {
 			t.Fatalf("no eviction: the test needs a cache that evicts")
 		}
 		d.table.mu.Lock()
-		idle := 0
-		for o := d.table.idleHead; o != nil; o = o.next {
-			idle++
-			if !o.sameFile() {
-				t.Errorf("idle shard %d keeps a file the cache evicted (%s)", o.shard, o.readPath)
-			}
-		}
+		idle := d.table.idleLen
 		d.table.mu.Unlock()
+		for _, m := range deletedMappings(t, d.cache.Dir()) {
+			t.Errorf("a mapping keeps a file the cache evicted: %s", m)
+		}
 		if idle == 0 {
 			t.Errorf("no idle shard: the cache's present shards should stay open")
 		}
 	}
+}
+
+// deletedMappings returns this process's mappings of deleted files under
+// dir (/proc/self/maps marks them "(deleted)"): a mapping keeps a deleted
+// file's blocks allocated, past the cache's limit.
+func deletedMappings(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skipf("no /proc/self/maps: %v", err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, dir) && strings.HasSuffix(line, "(deleted)") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// TestIdleShardsEvictedByAnotherProcess: another process sharing the
+// cache (a child process with a limit that needs the room of half the
+// shards) evicts shards this one keeps open idle after an epoch. It can
+// only once this process's cache no longer holds them (their idle holds
+// end about a second after their last use), and then no mapping here
+// keeps a file it deleted; the next epoch reads every sample once.
+func TestIdleShardsEvictedByAnotherProcess(t *testing.T) {
+	ctx := context.Background()
+	d := idleDataset(t, "cached")
+	readEpochOnce(t, d)
+	d.table.mu.Lock()
+	idle := d.table.idleLen
+	d.table.mu.Unlock()
+	if idle == 0 {
+		t.Fatal("no idle shard after an epoch")
+	}
+	u, err := d.cache.Usage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, os.Args[0], "-test.run=^TestIdleEvictorChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "SLUICE_IDLE_EVICT_DIR="+d.cache.Dir(),
+		"SLUICE_IDLE_EVICT_LIMIT="+strconv.FormatInt(u, 10), "SLUICE_IDLE_EVICT_FILL="+strconv.FormatInt(u/2, 10))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	var evicted int
+	for _, line := range strings.Split(string(out), "\n") {
+		if n, ok := strings.CutPrefix(line, "evicted="); ok {
+			evicted, _ = strconv.Atoi(n)
+		}
+	}
+	if evicted == 0 {
+		t.Fatalf("the other process evicted nothing:\n%s", out)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for m := deletedMappings(t, d.cache.Dir()); len(m) > 0; m = deletedMappings(t, d.cache.Dir()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d mappings keep files another process evicted, e.g. %s", len(m), m[0])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	readEpochOnce(t, d)
+}
+
+// TestIdleEvictorChild is TestIdleShardsEvictedByAnotherProcess's child
+// process; it runs only with SLUICE_IDLE_EVICT_DIR set: it opens the
+// cache there with the limit given and writes a file of the size given,
+// waiting for room up to 20 s, and prints its evictions.
+func TestIdleEvictorChild(t *testing.T) {
+	dir := os.Getenv("SLUICE_IDLE_EVICT_DIR")
+	if dir == "" {
+		t.Skip("a child process of TestIdleShardsEvictedByAnotherProcess")
+	}
+	limit, err1 := strconv.ParseInt(os.Getenv("SLUICE_IDLE_EVICT_LIMIT"), 10, 64)
+	fill, err2 := strconv.ParseInt(os.Getenv("SLUICE_IDLE_EVICT_FILL"), 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c, err := cache.Open(ctx, dir, &cache.Options{Limit: limit, WaitTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.WriteFile(ctx, "filler", make([]byte, fill)); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("evicted=%d\n", c.Stats().Evictions)
 }

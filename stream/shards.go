@@ -37,9 +37,9 @@ type openShard struct {
 	// idle (shardTable.idle).
 	readPath string
 	mem      bool
-	// file identifies the file readPath named when it was opened (see
-	// sameFile).
-	file os.FileInfo
+	// fid is the lease's FileID when r was opened: a later lease with the
+	// same one reads the same file, which stayed locked in between.
+	fid uint64
 	// prev and next link an idle shard into shardTable's idle list
 	// (guarded by shardTable.mu).
 	prev, next *openShard
@@ -265,20 +265,10 @@ func (d *Dataset) mayKeepIdle(o *openShard) bool {
 	return ok
 }
 
-// sameFile reports whether readPath still names the file o was opened
-// from: another process sharing the cache may have evicted it (and
-// fetched it again), where this process's OnEvict does not reach.
-func (o *openShard) sameFile() bool {
-	if o.file == nil {
-		return false
-	}
-	fi, err := os.Stat(o.readPath)
-	return err == nil && os.SameFile(fi, o.file)
-}
-
 // evicted closes shard wherever it is idle in the root d's tables: the
-// cache of this process deleted its files (cache.Dataset.OnEvict), and a
-// mapping would keep their blocks.
+// cache of this process deleted its files, or no longer keeps other
+// processes from evicting them (cache.Dataset.OnEvict), and a mapping
+// would keep their blocks.
 func (d *Dataset) evicted(shard int) {
 	d.tablesMu.Lock()
 	tables := make([]*shardTable, 0, len(d.tables))
@@ -286,10 +276,14 @@ func (d *Dataset) evicted(shard int) {
 		tables = append(tables, t)
 	}
 	d.tablesMu.Unlock()
+	ref := d.shards[shard]
+	cds := d.streams[ref.stream].cds
 	for _, t := range tables {
 		t.mu.Lock()
 		o := t.m[shard]
-		if o == nil || o.refs > 0 {
+		if o == nil || o.refs > 0 || (cds != nil && cds.Holds(ref.local, o.fid)) {
+			// In use, or idle on a file the cache holds again (the call
+			// is about an earlier hold).
 			t.mu.Unlock()
 			continue
 		}
@@ -302,7 +296,9 @@ func (d *Dataset) evicted(shard int) {
 
 // reopen makes an idle shard current again: for a cached stream it takes
 // the shard's lease as open would, and keeps the open file if the lease
-// reads the same one, else closes it and opens the shard anew.
+// reads the same one, held since (the same cache.Lease.FileID: the cache
+// kept it locked, idle, so no process evicted it), else closes it and
+// opens the shard anew.
 func (d *Dataset) reopen(ctx context.Context, o *openShard, early bool) (*openShard, bool, error) {
 	ref := d.shards[o.shard]
 	st := d.streams[ref.stream]
@@ -319,7 +315,7 @@ func (d *Dataset) reopen(ctx context.Context, o *openShard, early bool) (*openSh
 		o.close()
 		return nil, false, fmt.Errorf("stream: shard %d: %w", o.shard, err)
 	}
-	if l.Bytes() == nil && l.ReadPath(0) == o.readPath && o.sameFile() {
+	if o.fid != 0 && l.FileID() == o.fid && l.Bytes() == nil {
 		o.lease = l
 		return o, l.Hit(), nil
 	}
@@ -386,10 +382,7 @@ func (d *Dataset) open(ctx context.Context, shard int, early bool) (*openShard, 
 			o.close()
 			return nil, false, fmt.Errorf("stream: shard %d: %w", shard, err)
 		}
-		o.r = r
-		if fi, err := os.Stat(o.readPath); err == nil {
-			o.file = fi
-		}
+		o.r, o.fid = r, l.FileID()
 		return o, hit, nil
 	} else {
 		p, err := st.localRaw(info)
