@@ -12,8 +12,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/stream"
 )
 
 type cpFlags struct {
@@ -34,13 +36,16 @@ from one store to the other without touching local disk. Index files
 (index.json) are copied after every shard, so a reader never sees an index
 that names a missing shard; an object that fails to copy never appears at
 DST. Plain HTTP cannot list, so an http(s) SRC is copied through the files its
-index.json names.
+index.json names. WebDataset tars named by a brace pattern or a "::" list (as
+sluice stream takes them) are copied as the pattern names them, from the
+directory holding them to DST.
 
 Progress counts objects committed at DST (and their bytes), not bytes read:
 --progress auto draws a bar on a terminal and prints lines otherwise; a final
 line gives the objects, bytes and rate.`,
 		Example: `  sluice cp s3://my-bucket/c4/train gs://mirror/c4/train
-  sluice cp --skip-existing https://example.com/ds ./ds`,
+  sluice cp --skip-existing https://example.com/ds ./ds
+  sluice cp 'https://example.com/wds/shard-{000000..000099}.tar' ./wds`,
 		Args: cobra.ExactArgs(2),
 		RunE: storeRunE(&f.store, func(cmd *cobra.Command, args []string) error {
 			return runCp(cmd.Context(), e, args[0], args[1], &f)
@@ -61,7 +66,17 @@ func runCp(ctx context.Context, e *env, src, dst string, f *cpFlags) (err error)
 	if err != nil {
 		return fmt.Errorf("cp: %w", err)
 	}
-	sb, err := openStore(ctx, e, src)
+	// WebDataset tars named by a pattern (shard-{000..099}.tar, a "::"
+	// list): the shards it names, from the directory holding them.
+	td, err := stream.ParseTarDataset(src)
+	if err != nil {
+		return fmt.Errorf("cp: %w", err)
+	}
+	root := src
+	if td != nil {
+		root = td.Root
+	}
+	sb, err := openStore(ctx, e, root)
 	if err != nil {
 		return err
 	}
@@ -75,7 +90,12 @@ func runCp(ctx context.Context, e *env, src, dst string, f *cpFlags) (err error)
 		return fmt.Errorf("cp: source and destination are the same place (%s)", sb.URL(""))
 	}
 
-	objects, err := listObjects(ctx, sb)
+	var objects []storage.ObjectInfo
+	if td != nil {
+		objects, err = statObjects(ctx, sb, td.Keys, f.concurrency)
+	} else {
+		objects, err = listObjects(ctx, sb)
+	}
 	if err != nil {
 		return fmt.Errorf("cp: list %s: %w", storage.RedactURL(src), err)
 	}
@@ -110,6 +130,25 @@ func runCp(ctx context.Context, e *env, src, dst string, f *cpFlags) (err error)
 	}
 	fmt.Fprintln(e.stdout, cpSummary(stats, elapsed))
 	return nil
+}
+
+// statObjects describes the objects keys of b (concurrency at once), in
+// the order of keys; a missing one is an error naming it.
+func statObjects(ctx context.Context, b storage.Bucket, keys []string, concurrency int) ([]storage.ObjectInfo, error) {
+	out := make([]storage.ObjectInfo, len(keys))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(concurrency)
+	for i, k := range keys {
+		g.Go(func() error {
+			info, err := b.Stat(gctx, k)
+			if err != nil {
+				return err
+			}
+			out[i] = info
+			return nil
+		})
+	}
+	return out, g.Wait()
 }
 
 // cpSummary is the final line of cp.
