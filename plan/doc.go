@@ -90,6 +90,8 @@
 //	  none   0.2–1.2 ms   py1s 14–17 ms   py1e 42–49 ms, 2–3 MB
 //	  py1br  46–52 ms at 90%, 112–185 ms at 10% (block chain)   naive 220–280 ms
 //	  (1M, at 90%: py1s 2.2–2.6 ms, py1e 11 ms, py1br 16 ms, naive 10 ms)
+//	  (py1e at 90% of 10M is now 9.5–12 ms, the node's 64 workers together
+//	  about 21 ms: the kernels of package nprand, see docs/feed.md)
 //	one rank's whole epoch (8 × 8 × 8, NCN 8, BenchmarkRank):
 //	  py1e   10M: 84 → 82 ms, 33 → 25 MB   100M: 0.91 → 0.83 s, 252 → 245 MB allocated
 //	  py1s   10M: 37 → 27 ms                100M: 0.36 → 0.27 s, 52 MB
