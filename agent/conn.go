@@ -273,6 +273,14 @@ func (c *conn) open(ctx context.Context, req agentapi.Open) (agentapi.Opened, er
 	if w := limitWarning(req.Dataset, ds); w != "" {
 		out.Warnings = append(out.Warnings, w)
 	}
+	// Tars indexed by a scan of their headers: said once per job, to the
+	// leader worker (every node scans; the advice is the same).
+	if req.World.Rank == 0 && req.World.Worker == 0 {
+		for _, w := range ds.ds.OpenWarnings() {
+			c.a.log.Warn("tar index built by a scan", "job", req.Job, "advice", w)
+			out.Warnings = append(out.Warnings, w)
+		}
+	}
 	return out, nil
 }
 

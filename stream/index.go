@@ -35,7 +35,7 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (s
 	if errors.Is(err, fs.ErrNotExist) {
 		var got storage.ObjectInfo
 		var told bool
-		b, got, told, err = readStreamIndex(ctx, capIndex(st.bucket, d.opts.MaxIndexBytes), st.tar)
+		b, got, told, st.builtIndex, err = readStreamIndex(ctx, capIndex(st.bucket, d.opts.MaxIndexBytes), st.tar)
 		if err != nil {
 			return 0, nil, fmt.Errorf("stream: read index: %w", err)
 		}
@@ -83,10 +83,13 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (s
 		// else asked for (Stat) while the index is written to the cache,
 		// so that neither delays the first shard's download.
 		stated := make(chan storage.ObjectInfo, 1)
-		if told && (n < 0 || got.Size == n) {
+		switch {
+		case st.builtIndex > 0:
+			close(stated) // no index.json in the store
+		case told && (n < 0 || got.Size == n):
 			stated <- got
 			close(stated)
-		} else {
+		default:
 			d.bg.Add(1)
 			go func() {
 				defer d.bg.Done()

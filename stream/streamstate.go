@@ -30,6 +30,9 @@ type streamState struct {
 	validate  string
 	firstShar int
 	tar       *tarSpec // the shards of a tar dataset, nil otherwise
+	// builtIndex is the number of tar shards whose headers this Open
+	// scanned for want of an index.json listing them (0: none).
+	builtIndex int
 	// indexWritten, when the index was downloaded by this Open, waits
 	// for its write into the cache behind the first downloads and
 	// returns that write's error (nil: none pending).

@@ -39,37 +39,36 @@ func tarStreamRoot(remote string) (string, *tarSpec, error) {
 // readStreamIndex returns the bytes of a remote stream's index.json: read
 // from the store, or, for a tar dataset (spec, or a directory of .tar
 // objects without an index), selected from the index beside the shards
-// or built from their headers. ok reports that the store need not be
-// asked about index.json (Stat) for what is recorded of it: info is what
-// the response to its GET told of the store's index.json (read as it is,
-// or selected from), or zero for an index built from the shards' headers
-// (there is no index.json to ask about).
-func readStreamIndex(ctx context.Context, b storage.Bucket, spec *tarSpec) ([]byte, storage.ObjectInfo, bool, error) {
+// or built from their headers (built: the number of shards scanned). ok
+// reports that info is what the response to the GET of the store's
+// index.json (read as it is, or selected from) told of it; a built index
+// has no index.json in the store to ask about.
+func readStreamIndex(ctx context.Context, b storage.Bucket, spec *tarSpec) (_ []byte, info storage.ObjectInfo, ok bool, built int, _ error) {
 	raw, info, ok, err := storage.ReadAllInfo(ctx, b, format.IndexFile, maxIndexBytes)
 	if spec == nil {
 		if !errors.Is(err, fs.ErrNotExist) {
-			return raw, info, ok && err == nil, err
+			return raw, info, ok && err == nil, 0, err
 		}
 		keys, lerr := listTars(ctx, b)
 		if lerr != nil || len(keys) == 0 {
-			return nil, storage.ObjectInfo{}, false, err // not a tar directory: report the missing index
+			return nil, storage.ObjectInfo{}, false, 0, err // not a tar directory: report the missing index
 		}
 		spec = &tarSpec{spec: b.URL(""), keys: keys}
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, storage.ObjectInfo{}, false, err
+		return nil, storage.ObjectInfo{}, false, 0, err
 	}
 	if err == nil {
 		if idx, perr := format.ParseIndex(raw); perr == nil {
 			if sel, sok := selectTarIndex(idx, spec.keys); sok {
-				return format.AppendIndex(nil, sel), info, ok, nil
+				return format.AppendIndex(nil, sel), info, ok, 0, nil
 			}
 		}
 	}
 	idx, err := BuildTarIndex(ctx, b, spec.keys, nil)
 	if err != nil {
-		return nil, storage.ObjectInfo{}, false, fmt.Errorf("index tar shards of %s: %w", spec.spec, err)
+		return nil, storage.ObjectInfo{}, false, 0, fmt.Errorf("index tar shards of %s: %w", spec.spec, err)
 	}
-	return format.AppendIndex(nil, idx), storage.ObjectInfo{}, true, nil
+	return format.AppendIndex(nil, idx), storage.ObjectInfo{}, false, len(spec.keys), nil
 }
 
 // TarDataset is a parsed tar dataset spec: the store root (a URL or
@@ -100,7 +99,7 @@ func ReadTarIndex(ctx context.Context, b storage.Bucket, keys []string) (*format
 	if keys == nil {
 		spec = nil
 	}
-	raw, _, _, err := readStreamIndex(ctx, b, spec)
+	raw, _, _, _, err := readStreamIndex(ctx, b, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -191,4 +190,29 @@ func checkTarIndexFresh(ctx context.Context, b storage.Bucket, local string, cac
 	}
 	return fmt.Errorf("stream: %s: %w: its entries for %s differ from the cached copy %s (remove the cache directory, or use another, to stream the new dataset)",
 		b.URL(format.IndexFile), ErrIndexChanged, spec.spec, local)
+}
+
+// OpenWarnings returns advice for the user about how Open went: for each
+// tar stream whose index Open built by scanning its shards' headers (no
+// index.json beside them lists them), what that costs and how to avoid
+// it. A later Open on the node finds the built index in the cache and
+// scans nothing.
+func (d *Dataset) OpenWarnings() []string {
+	var out []string
+	for _, st := range d.streams {
+		if st.builtIndex == 0 {
+			continue
+		}
+		spec := st.bucket.URL("")
+		if st.tar != nil {
+			spec = st.tar.spec
+		}
+		if strings.ContainsAny(spec, "@?") {
+			spec = storage.RedactURL(spec) // (which would escape a pattern's braces)
+		}
+		out = append(out, fmt.Sprintf("%s: no index.json lists these %d tar shards, so this node read their headers to index them "+
+			"(tars of small members are read whole for it, then downloaded again as they are streamed); "+
+			"run `sluice index '%s'` once to write an index.json beside them", spec, st.builtIndex, spec))
+	}
+	return out
 }

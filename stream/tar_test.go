@@ -360,6 +360,9 @@ func TestTarIndexBesideShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ds.Close()
+	if w := ds.OpenWarnings(); len(w) != 0 {
+		t.Errorf("an open selecting from the index beside the shards warned %q", w)
+	}
 	// Opened again on the same node: the cached selection is used (it
 	// differs from the index in the store, which lists every shard).
 	again, err := stream.Open(ctx, &stream.Options{Remote: "mem://data/shard-{000002,000001}.tar", Local: subLocal, Registry: reg})
@@ -574,6 +577,14 @@ func TestTarIndexBuiltOnceAndCached(t *testing.T) {
 		}
 		if ds.Len() != 15 {
 			t.Fatalf("round %d: %d samples", round, ds.Len())
+		}
+		// The scan is said, with the way out; the cached index is not.
+		w := ds.OpenWarnings()
+		if round == 0 && (len(w) != 1 || !strings.Contains(w[0], "these 3 tar shards") || !strings.Contains(w[0], "sluice index 'mem://data/shard-{000000..000002}.tar'")) {
+			t.Errorf("first open warned %q, want the 3 shards scanned and sluice index", w)
+		}
+		if round == 1 && len(w) != 0 {
+			t.Errorf("second open warned %q", w)
 		}
 		ds.Close()
 		if round == 0 && cb.reqs-before < 3 {

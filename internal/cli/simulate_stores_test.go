@@ -112,6 +112,15 @@ func TestSimulateRequestsPerStore(t *testing.T) {
 			u, n := countingFileServer(t, writeTwoTars(t))
 			return u + "/a-{0..1}.tar", n
 		}},
+		// A directory of tars without an index: listed, then scanned.
+		{"s3-tars-dir", func(t *testing.T) (string, func() int) {
+			srv := s3test.Require(t)
+			srv.SetCredentialEnv(t)
+			prefix := s3test.NewPrefix("sim-requests-tars")
+			s3test.UploadDir(t, srv.Open(t, prefix), writeTwoTars(t))
+			p := countingProxy(t, srv.Endpoint)
+			return srv.URL(p.URL, prefix), p.Requests
+		}},
 		// With an index beside them (sluice index): a selection of it.
 		{"http-tars-indexed", func(t *testing.T) (string, func() int) {
 			dir := writeTwoTars(t)

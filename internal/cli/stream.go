@@ -289,6 +289,9 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 		return err
 	}
 	defer ds.Close()
+	for _, w := range ds.OpenWarnings() {
+		fmt.Fprintf(e.stderr, "sluice stream: warning: %s\n", w)
+	}
 	if f.resume != "" {
 		b, err := os.ReadFile(f.resume)
 		if err != nil {

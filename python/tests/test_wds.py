@@ -190,3 +190,35 @@ class LoaderTest(helpers.AgentCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class IndexScanWarningTest(helpers.AgentCase):
+    """Tars that no index.json lists are indexed by reading their headers
+    on every node (small-member tars whole): the user is told so once, with
+    `sluice index` as the way out, and not once an index is beside them."""
+
+    def open_and_read(self, pattern, cache):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            n = len(list(sluice.WebDataset(pattern, cache_dir=cache)))
+        return n, [str(w.message) for w in caught if "sluice index" in str(w.message)]
+
+    def test_scan_warns_until_indexed(self):
+        import shutil
+        import subprocess
+
+        src = os.path.join(self.tmp, "scan-tars")
+        shutil.copytree(os.path.join(_fixtures(), "images", "data"), src)
+        names = sorted(os.listdir(src))
+        pattern = os.path.join(src, "{%s}" % ",".join(names)) if len(names) > 1 else os.path.join(src, names[0])
+        want = len(_expected("images"))
+        n, said = self.open_and_read(pattern, os.path.join(self.tmp, "scan-c1"))
+        self.assertEqual(n, want)
+        self.assertEqual(len(said), 1, said)
+        self.assertIn("%d tar shards" % len(names), said[0])
+        # The index built is cached on the node: no scan, nothing said.
+        n, said = self.open_and_read(pattern, os.path.join(self.tmp, "scan-c1"))
+        self.assertEqual((n, said), (want, []))
+        subprocess.run([os.environ["SLUICE_BIN"], "index", pattern], check=True, capture_output=True, timeout=120)
+        n, said = self.open_and_read(pattern, os.path.join(self.tmp, "scan-c2"))
+        self.assertEqual((n, said), (want, []))
