@@ -11,6 +11,20 @@
 //	       ──► in use (leased: a shared flock on its first raw file)
 //	       ──► evictable (present, unleased) ──► absent
 //
+// # Idle holds
+//
+// When the last lease of a shard in a process is released, the process
+// keeps the shard's first raw file open with its shared flock for about a
+// second (at most 4,096 files a Cache): a shuffled reader that comes back
+// to the shard meanwhile leases it with no system call, reading the same
+// file (Lease.FileID). A held shard is evictable for its own process as
+// an unleased one is (its eviction ends the hold first), so a process's
+// decisions do not depend on holds; other processes sharing the directory
+// find it locked, as if leased, and evict another shard, or wait for the
+// hold to end. The end of a hold calls the OnEvict functions, so that a
+// reader that keeps the shard mapped with no lease drops it while the file
+// is still protected. See idlehold.go.
+//
 // Every file appears atomically: it is written under a temporary ".part"
 // name, synced and renamed. A compressed shard is decompressed once, into
 // its raw form; the compressed file is kept only with KeepZip.
@@ -54,7 +68,8 @@
 // # Eviction
 //
 // Only shards of datasets with a remote source are ever evicted, and never
-// one that is leased by any process or being fetched. Among the candidates
+// one that is leased by any process, held idle by another process, or
+// being fetched. Among the candidates
 // the cache evicts the shard whose next planned use is farthest away
 // (Belady's rule, from the Future of each registered consumer); shards no
 // consumer plans to use go first, least recently used first, which is plain

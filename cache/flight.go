@@ -146,9 +146,10 @@ func (d *Dataset) Coming(shard int) bool {
 	c := d.c
 	c.mu.Lock()
 	st := &d.st[shard]
-	// A shard leased (its files in place: not early) or held idle in this
+	// A shard held idle, or leased on its file in place (opened there
+	// with its lock, not under the fetch's temporary name), in this
 	// process is present, and stays so: no stat needed.
-	here := st.flight != nil || st.idle != nil || (st.refs > 0 && !st.early)
+	here := st.flight != nil || st.idle != nil || (st.refs > 0 && st.f != nil && !st.early && !st.temp)
 	c.mu.Unlock()
 	return here || d.Present(shard)
 }
