@@ -224,13 +224,15 @@ func New(ctx context.Context, bucket, prefix string, opts *Options) (*Bucket, er
 		if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" {
 			return nil, fmt.Errorf("s3store: endpoint %q for s3://%s: want http(s)://host[:port]", storage.RedactURL(endpoint), bucket)
 		}
-		// Stores other than AWS often reject the SDK's newer default
-		// (CRC trailers in aws-chunked bodies) unless asked for it.
-		if cfg.RequestChecksumCalculation == aws.RequestChecksumCalculationUnset {
+		// Stores other than AWS often reject the SDK's newer default for
+		// uploads (CRC trailers in aws-chunked bodies) unless asked for
+		// it. LoadDefaultConfig resolves an unset choice to that
+		// default, so the user's own choice is told by the variable
+		// (AWS_REQUEST_CHECKSUM_CALCULATION=when_supported keeps it).
+		// Responses are still checked where the store sends a checksum
+		// (a store that does not just sends none).
+		if strings.TrimSpace(os.Getenv("AWS_REQUEST_CHECKSUM_CALCULATION")) == "" {
 			cfg.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
-		}
-		if cfg.ResponseChecksumValidation == aws.ResponseChecksumValidationUnset {
-			cfg.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 		}
 	}
 	var resolver s3.EndpointResolverV2
