@@ -9,8 +9,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A manifest, under <root>/.sluice/datasets/, lists the shard files of a
@@ -205,7 +208,28 @@ func (d *Dataset) writeManifest(ctx context.Context, b []byte) error {
 	if err != nil {
 		return fmt.Errorf("cache: write %s: %w", p, err)
 	}
+	removeOrphanTemps(p)
 	return nil
+}
+
+// removeOrphanTemps deletes the temporary files of manifest p that a
+// crashed writer left (writeManifest's names carry the writer's process
+// ID): those of processes that no longer exist. A live process's, or one
+// whose name does not parse, is left alone. Best effort.
+func removeOrphanTemps(p string) {
+	names, err := filepath.Glob(p + ".*.tmp")
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		pid, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(name, p+"."), "-", 2)[0])
+		if err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+			os.Remove(name)
+		}
+	}
 }
 
 // foreignDatasets returns Datasets, for eviction only, for the manifests
