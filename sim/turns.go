@@ -9,6 +9,10 @@ import "math"
 // position in the step's batch), each turn once every earlier one was
 // taken (cache.Order). A worker whose shard change comes while another
 // worker of its rank has an earlier one still to take waits for it.
+// Taking turns, as in stream, a worker's walk is bounded by its budget and
+// window and not by its fetch slots (Stop), and the shards it fetches are
+// pinned until its own turn leases them (node.pinned, cache.Pinner): no
+// decision depends on when a download ends.
 
 // noTurn is the key of a chain with no shard change left.
 const noTurn = math.MaxInt64
