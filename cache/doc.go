@@ -16,7 +16,8 @@
 // When the last lease of a shard in a process is released, the process
 // keeps the shard's first raw file open with its shared flock for about a
 // second (at most 4,096 files a Cache): a shuffled reader that comes back
-// to the shard meanwhile leases it with no system call, reading the same
+// to the shard meanwhile leases it with one fstat (a file deleted by hand
+// since has no link left: the shard is fetched again), reading the same
 // file (Lease.FileID). A held shard is evictable for its own process as
 // an unleased one is (its eviction ends the hold first), so a process's
 // decisions do not depend on holds; other processes sharing the directory

@@ -18,7 +18,9 @@ import (
 //
 // So when the last lease of a shard in this process is released, the cache
 // keeps its open, flock'ed file for a while: an idle hold. Taking the shard
-// again within that time takes the hold back with no system call, and the
+// again within that time takes the hold back with one fstat (a file deleted
+// by hand since, which MosaicML allows between epochs, has no link left:
+// the hold ends and the shard is looked for anew), and the
 // lease reads the same open file (Lease.FileID is unchanged), which no
 // process can have evicted or replaced meanwhile.
 //
@@ -159,6 +161,40 @@ func (c *Cache) unholdLocked(st *shardState) {
 	c.holds.free(n)
 }
 
+// endHoldLocked ends the shard's idle hold now: the sweeper closes its
+// file and calls the OnEvict functions. Call under Cache.mu.
+func (c *Cache) endHoldLocked(st *shardState) {
+	n := st.idle
+	st.idle = nil
+	h := &c.holds
+	h.notes = append(h.notes, idleHold{d: n.d, shard: n.shard, f: n.f})
+	h.unlink(n)
+	h.free(n)
+	c.sweepLocked()
+}
+
+// sweepLocked starts the sweeper, or wakes it. Call under Cache.mu.
+func (c *Cache) sweepLocked() {
+	h := &c.holds
+	if !h.running {
+		h.running = true
+		c.wg.Add(1)
+		go c.sweepHolds()
+		return
+	}
+	h.wake()
+}
+
+// unlinked reports whether f's file has no name left (its link count is
+// zero: deleted, or replaced by a rename): one fstat, no allocation.
+func unlinked(f *os.File) bool {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return true
+	}
+	return st.Nlink == 0
+}
+
 // noteLocked asks the sweeper to call d's OnEvict functions with shard,
 // released with no hold. Call under Cache.mu.
 func (c *Cache) noteLocked(d *Dataset, shard int) {
@@ -167,13 +203,7 @@ func (c *Cache) noteLocked(d *Dataset, shard int) {
 		return
 	}
 	h.notes = append(h.notes, idleHold{d: d, shard: shard})
-	if !h.running {
-		h.running = true
-		c.wg.Add(1)
-		go c.sweepHolds()
-	} else {
-		h.wake()
-	}
+	c.sweepLocked()
 }
 
 // Holds reports whether this process still keeps other processes from

@@ -353,3 +353,27 @@ func TestIdleHoldsOfKilledProcess(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleHoldFileDeletedByHand: a shard file deleted by hand while held
+// (MosaicML lets a user remove a shard from local between epochs) is
+// fetched again at the next lease, not served from the held file: the
+// lease's path must name its file.
+func TestIdleHoldFileDeletedByHand(t *testing.T) {
+	_, d := openHold(t, t.TempDir(), nil, time.Hour)
+	fids := warm(t, d)
+	p := d.path("shard.00000.mds")
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	l, err := d.Acquire(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if l.Hit() || l.FileID() == fids[0] {
+		t.Errorf("hit %t, FileID %d (held: %d): want a fetch and a new file", l.Hit(), l.FileID(), fids[0])
+	}
+	if b, err := os.ReadFile(p); err != nil || string(b) != string(holdData(0)) {
+		t.Errorf("the leased path after the deletion: %v", err)
+	}
+}

@@ -183,6 +183,13 @@ func (d *Dataset) reviveLocked(shard int) bool {
 	if st.refs > 0 || st.idle == nil {
 		return false
 	}
+	if unlinked(st.idle.f) {
+		// Deleted (or replaced) by hand since (MosaicML lets a user
+		// remove a shard from local between epochs): the hold ends and
+		// the caller looks for the shard anew.
+		d.c.endHoldLocked(st)
+		return false
+	}
 	d.c.unholdLocked(st)
 	return true
 }
@@ -290,7 +297,7 @@ func (d *Dataset) acquireEarly(ctx context.Context, shard int, via storage.Bucke
 }
 
 // leaseHeld returns a lease on shard when this process leases it or holds
-// it idle already, with no system call; nil otherwise.
+// it idle already (one fstat, see reviveLocked); nil otherwise.
 func (d *Dataset) leaseHeld(ctx context.Context, shard int) *Lease {
 	c := d.c
 	c.mu.Lock()
