@@ -6,16 +6,22 @@ import (
 )
 
 // TestResampleCacheKeys: one Planner asked for epochs and shuffle seeds
-// in an interleaved order (more keys than the cache holds, then back to
+// in an interleaved order (more keys than its caches hold, then back to
 // the first) gives every Epoch the workers' samples a fresh Planner
-// gives, with streams whose resampling (partial repeats of shards)
-// depends on the seed and the epoch; two Epochs of one key share one
-// resampling.
+// gives: with streams whose resampling (partial repeats of shards)
+// depends on the seed and the epoch, and with whole streams, whose
+// shuffle units are the same every epoch (so only the key tells the
+// shuffles apart). Two Epochs of one key share one resampling.
 func TestResampleCacheKeys(t *testing.T) {
-	streams := []Stream{
-		{ShardSizes: []int64{6, 6, 6, 5}, Proportion: ptr(0.7)},
-		{ShardSizes: []int64{7, 5, 9}, Proportion: ptr(0.3)},
+	for _, streams := range [][]Stream{
+		{{ShardSizes: []int64{6, 6, 6, 5}, Proportion: ptr(0.7)}, {ShardSizes: []int64{7, 5, 9}, Proportion: ptr(0.3)}},
+		{{ShardSizes: []int64{6, 6, 6, 5}}, {ShardSizes: []int64{7, 5, 9}}},
+	} {
+		testRecentKeys(t, streams)
 	}
+}
+
+func testRecentKeys(t *testing.T, streams []Stream) {
 	o := &Options{BatchSize: 2, Shuffle: true, ShuffleAlgo: AlgoPy1e, ShuffleSeed: ptr(int64(3))}
 	shape := Shape{Nodes: 1, RanksPerNode: 2, WorkersPerRank: 2}
 	shared, err := New(streams, o)
