@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,16 +12,7 @@ import (
 // without index.json (before, simulate read index.json alone: "stat
 // DIR/a-{0..1}.tar: no such file or directory").
 func TestSimulateTarDataset(t *testing.T) {
-	dir := t.TempDir()
-	for i, name := range []string{"gnu.tar", "pax.tar"} {
-		b, err := os.ReadFile(filepath.Join("../../format/wds/testdata", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "a-"+string(rune('0'+i))+".tar"), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := writeTwoTars(t)
 	for _, src := range []string{filepath.Join(dir, "a-{0..1}.tar"), dir} {
 		out, err := runCLI(t, "simulate", src, "--batch-size", "1", "--json")
 		if err != nil {
