@@ -164,6 +164,12 @@ type Config struct {
 	// without an index adds the scan of its shards' headers). sluice
 	// simulate counts them as it reads the index.
 	IndexRequests int
+	// Streams splits Dataset.Shards, in order, into the streams of a
+	// mixed dataset (stream.Options.Streams, MosaicML's streams): each
+	// its number of shards and its weights. Nil means one stream of every
+	// shard. With several, Dataset.IndexBytes and IndexRequests are every
+	// stream's index together.
+	Streams []Stream
 	// KeepSteps records every step's wait in the report (memory: 8 bytes
 	// per step and node).
 	KeepSteps bool
@@ -180,6 +186,37 @@ type Config struct {
 	// shardsInOrder, when set (tests), numbers every node's shards as
 	// the dataset does (node.local) instead of in the order it meets them.
 	shardsInOrder bool
+}
+
+// Stream is one stream of a mixed dataset (see Config.Streams): how many
+// of Dataset.Shards, in order, are its, and MosaicML's weights, as
+// plan.Stream takes them (nil: unset).
+type Stream struct {
+	Shards     int
+	Proportion *float64
+	Repeat     *float64
+	Choose     *int64
+}
+
+// planStreams returns the planner's streams over the shards' sample
+// counts sizes.
+func (c *Config) planStreams(sizes []int64) ([]plan.Stream, error) {
+	if len(c.Streams) == 0 {
+		return []plan.Stream{{ShardSizes: sizes}}, nil
+	}
+	out := make([]plan.Stream, len(c.Streams))
+	at := 0
+	for i, st := range c.Streams {
+		if st.Shards <= 0 || st.Shards > len(sizes)-at {
+			return nil, fmt.Errorf("%w: stream %d: %d shards, with %d of the dataset's %d left", ErrInvalid, i, st.Shards, len(sizes)-at, len(sizes))
+		}
+		out[i] = plan.Stream{ShardSizes: sizes[at : at+st.Shards], Proportion: st.Proportion, Repeat: st.Repeat, Choose: st.Choose}
+		at += st.Shards
+	}
+	if at != len(sizes) {
+		return nil, fmt.Errorf("%w: the streams hold %d of the dataset's %d shards", ErrInvalid, at, len(sizes))
+	}
+	return out, nil
 }
 
 func (c *Config) validate() error {

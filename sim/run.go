@@ -97,7 +97,11 @@ func Run(ctx context.Context, c *Config) (*Report, error) {
 		sizes[i] = s.Samples
 	}
 	opts := c.Plan
-	p, err := plan.New([]plan.Stream{{ShardSizes: sizes}}, &opts)
+	streams, err := c.planStreams(sizes)
+	if err != nil {
+		return nil, err
+	}
+	p, err := plan.New(streams, &opts)
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}

@@ -228,7 +228,7 @@ func planStreams(ctx context.Context, e *env, f *planFlags, args []string) ([]pl
 	for _, spec := range f.streams {
 		s, path, err := parseStreamFlag(spec)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("plan: %w", err)
 		}
 		if s.ShardSizes, err = readShardSizes(ctx, e, path); err != nil {
 			return nil, nil, err
@@ -257,18 +257,18 @@ func parseStreamFlag(spec string) (plan.Stream, string, error) {
 	var s plan.Stream
 	path := parts[0]
 	if path == "" {
-		return s, "", fmt.Errorf("plan: --stream %q: missing path", spec)
+		return s, "", fmt.Errorf("--stream %q: missing path", spec)
 	}
 	for _, kv := range parts[1:] {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			return s, "", fmt.Errorf("plan: --stream %q: %q is not key=value", spec, kv)
+			return s, "", fmt.Errorf("--stream %q: %q is not key=value", spec, kv)
 		}
 		switch k {
 		case "proportion", "repeat":
 			x, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				return s, "", fmt.Errorf("plan: --stream %q: %s=%q is not a number", spec, k, v)
+				return s, "", fmt.Errorf("--stream %q: %s=%q is not a number", spec, k, v)
 			}
 			if k == "proportion" {
 				s.Proportion = &x
@@ -278,11 +278,11 @@ func parseStreamFlag(spec string) (plan.Stream, string, error) {
 		case "choose":
 			n, err := plan.ParseEpochSize(v)
 			if err != nil {
-				return s, "", fmt.Errorf("plan: --stream %q: choose=%q is not a sample count", spec, v)
+				return s, "", fmt.Errorf("--stream %q: choose=%q is not a sample count", spec, v)
 			}
 			s.Choose = &n
 		default:
-			return s, "", fmt.Errorf("plan: --stream %q: unknown key %q (want proportion, repeat or choose)", spec, k)
+			return s, "", fmt.Errorf("--stream %q: unknown key %q (want proportion, repeat or choose)", spec, k)
 		}
 	}
 	return s, path, nil

@@ -25,6 +25,7 @@ import (
 // simulateFlags are the flags of `sluice simulate`: plan's, the cache's
 // and the store and node model.
 type simulateFlags struct {
+	streams                  []string
 	shuffle                  bool
 	shuffleAlgo              string
 	shuffleSeed              int64
@@ -84,8 +85,9 @@ per step and its distribution) from CSV files in sluice bench's columns.
 
 The dataset is a directory or URL holding index.json, an index.json file, or
 WebDataset tars (a brace pattern, "::" list or .tar URL, or a directory of
-tars without index.json), as sluice plan takes it; without one, --shard-sizes
-or --shards/--samples with --sample-bytes describe it. A simulation estimated
+tars without index.json), as sluice plan takes it; --stream PATH[,proportion=P]
+[,repeat=R][,choose=N], repeated, mixes several as MosaicML's streams do; without
+one, --shard-sizes or --shards/--samples with --sample-bytes describe it. A simulation estimated
 to need more memory than --max-memory, or a cache limit no real reader
 accepts, is refused before it starts. --rank-iterator models sluice stream (one iterator per rank) instead of
 the agent (one per DataLoader worker); --prefetch-factor is the DataLoader's
@@ -115,6 +117,7 @@ prefetch_factor (batches a worker may read ahead of the training loop).`,
 	fl.StringVar(&f.cacheLimit, "cache-limit", "", `cache limit per node ("200gb"; 0 or none: no limit, the default); one below what the real cache accepts for the run (the index plus every consumer's leased shards and one being fetched) is refused, as the real cache refuses it`)
 	fl.BoolVar(&f.keepZip, "keep-zip", false, "keep compressed shards in the cache after decompressing")
 	fl.StringVar(&f.shardSizes, "shard-sizes", "", "comma-separated shard sample counts (instead of a dataset)")
+	fl.StringArrayVar(&f.streams, "stream", nil, "a stream PATH[,proportion=P][,repeat=R][,choose=N] of a mixed dataset, as sluice plan takes it (repeatable; instead of a dataset)")
 	fl.IntVar(&f.shards, "shards", 0, "number of equal shards (with --samples, instead of a dataset)")
 	fl.StringVar(&f.samples, "samples", "", `total samples over --shards ("5m")`)
 	fl.StringVar(&f.sampleBytes, "sample-bytes", "1kb", "bytes per sample without a dataset")
@@ -148,15 +151,16 @@ func runSimulate(ctx context.Context, e *env, f *simulateFlags, args []string) e
 	if f.batchSize <= 0 {
 		return errors.New("simulate: --batch-size is required")
 	}
-	ds, name, opens, err := simulateDataset(ctx, e, f, args)
+	src, err := simulateDataset(ctx, e, f, args)
 	if err != nil {
 		return err
 	}
-	base, err := simulateConfig(f, ds)
+	name := src.name
+	base, err := simulateConfig(f, &src.ds)
 	if err != nil {
 		return err
 	}
-	base.IndexRequests = opens
+	base.IndexRequests, base.Streams = src.opens, src.streams
 	maxMem, err := stream.ParseBytes(f.maxMemory)
 	if err != nil {
 		return fmt.Errorf("simulate: --max-memory: %w", err)
@@ -265,7 +269,7 @@ func runSimulate(ctx context.Context, e *env, f *simulateFlags, args []string) e
 		_, err = fmt.Fprintf(e.stdout, "%s\n", b)
 		return err
 	}
-	fmt.Fprintf(e.stdout, "dataset %s: %d shards, %d samples, %s stored\n", name, len(ds.Shards), sumSamples(ds), fmtSimBytes(sumStored(ds)))
+	fmt.Fprintf(e.stdout, "dataset %s: %d shards, %d samples, %s stored\n", name, len(src.ds.Shards), sumSamples(&src.ds), fmtSimBytes(sumStored(&src.ds)))
 	fmt.Fprintf(e.stdout, "world %d nodes × %d ranks × %d workers, batch %d, step time %s\n",
 		base.Shape.Nodes, base.Shape.RanksPerNode, base.Shape.WorkersPerRank, base.Plan.BatchSize, f.stepTime)
 	for _, r := range runs {
@@ -288,49 +292,72 @@ func sumStored(d *sim.Dataset) (n int64) {
 	return n
 }
 
-// simulateDataset describes the dataset from the argument or the flags,
-// and how many store requests opening it takes (sim.Config.IndexRequests).
-func simulateDataset(ctx context.Context, e *env, f *simulateFlags, args []string) (_ *sim.Dataset, name string, opens int, _ error) {
+// simSource is the simulated dataset and what opening it costs.
+type simSource struct {
+	ds   sim.Dataset
+	name string
+	// opens is the store requests opening it takes (every stream's;
+	// sim.Config.IndexRequests).
+	opens int
+	// streams splits ds's shards into its streams (nil: one).
+	streams []sim.Stream
+}
+
+// simulateDataset describes the dataset from the argument or the flags.
+func simulateDataset(ctx context.Context, e *env, f *simulateFlags, args []string) (simSource, error) {
 	given := 0
-	for _, b := range []bool{len(args) > 0, f.shardSizes != "", f.shards > 0 || f.samples != ""} {
+	for _, b := range []bool{len(args) > 0, f.shardSizes != "", f.shards > 0 || f.samples != "", len(f.streams) > 0} {
 		if b {
 			given++
 		}
 	}
 	if given != 1 {
-		return nil, "", 0, errors.New("simulate: give exactly one of DATASET_OR_INDEX, --shard-sizes or --shards with --samples")
+		return simSource{}, errors.New("simulate: give exactly one of DATASET_OR_INDEX, --stream, --shard-sizes or --shards with --samples")
 	}
 	if len(args) > 0 {
-		data, name, opens, err := readIndexFile(ctx, e, args[0])
-		if err != nil {
-			return nil, "", 0, err
+		d, opens, err := simIndexDataset(ctx, e, args[0], f.keepZip)
+		return simSource{ds: d, name: args[0], opens: opens}, err
+	}
+	if len(f.streams) > 0 {
+		var src simSource
+		var names []string
+		for _, spec := range f.streams {
+			ps, path, err := parseStreamFlag(spec)
+			if err != nil {
+				return simSource{}, fmt.Errorf("simulate: %w", err)
+			}
+			d, opens, err := simIndexDataset(ctx, e, path, f.keepZip)
+			if err != nil {
+				return simSource{}, err
+			}
+			src.ds.Shards = append(src.ds.Shards, d.Shards...)
+			src.ds.IndexBytes += d.IndexBytes
+			src.opens += opens
+			src.streams = append(src.streams, sim.Stream{Shards: len(d.Shards), Proportion: ps.Proportion, Repeat: ps.Repeat, Choose: ps.Choose})
+			names = append(names, path)
 		}
-		idx, err := format.ParseIndex(data)
-		if err != nil {
-			return nil, "", 0, fmt.Errorf("simulate: %s: %w", name, err)
-		}
-		d := sim.DatasetFromIndex(idx, int64(len(data)), f.keepZip)
-		return &d, args[0], opens, nil
+		src.name = strings.Join(names, " + ")
+		return src, nil
 	}
 	per, err := stream.ParseBytes(f.sampleBytes)
 	if err != nil {
-		return nil, "", 0, fmt.Errorf("simulate: --sample-bytes: %w", err)
+		return simSource{}, fmt.Errorf("simulate: --sample-bytes: %w", err)
 	}
 	var sizes []int64
 	if f.shardSizes != "" {
 		if sizes, err = parseShardSizes(f.shardSizes); err != nil {
-			return nil, "", 0, fmt.Errorf("simulate: %w", err)
+			return simSource{}, fmt.Errorf("simulate: %w", err)
 		}
 	} else {
 		if f.shards <= 0 || f.samples == "" {
-			return nil, "", 0, errors.New("simulate: --shards and --samples go together")
+			return simSource{}, errors.New("simulate: --shards and --samples go together")
 		}
 		if f.shards > 1<<24 {
-			return nil, "", 0, fmt.Errorf("simulate: --shards %d: at most %d", f.shards, 1<<24)
+			return simSource{}, fmt.Errorf("simulate: --shards %d: at most %d", f.shards, 1<<24)
 		}
 		total, err := plan.ParseEpochSize(f.samples)
 		if err != nil {
-			return nil, "", 0, fmt.Errorf("simulate: --samples: %w", err)
+			return simSource{}, fmt.Errorf("simulate: --samples: %w", err)
 		}
 		sizes = make([]int64, f.shards)
 		for i := range sizes {
@@ -341,11 +368,24 @@ func simulateDataset(ctx context.Context, e *env, f *simulateFlags, args []strin
 		}
 	}
 	if err := checkUniformSizes(sizes, per); err != nil {
-		return nil, "", 0, err
+		return simSource{}, err
 	}
 	// index.json holds about 400 bytes per shard.
-	d := sim.UniformDataset(sizes, per, int64(400*len(sizes)))
-	return &d, "(synthetic)", 1, nil
+	return simSource{ds: sim.UniformDataset(sizes, per, int64(400*len(sizes))), name: "(synthetic)", opens: 1}, nil
+}
+
+// simIndexDataset describes the dataset at src (see readIndexFile) and
+// the store requests opening it takes.
+func simIndexDataset(ctx context.Context, e *env, src string, keepZip bool) (sim.Dataset, int, error) {
+	data, name, opens, err := readIndexFile(ctx, e, src)
+	if err != nil {
+		return sim.Dataset{}, 0, err
+	}
+	idx, err := format.ParseIndex(data)
+	if err != nil {
+		return sim.Dataset{}, 0, fmt.Errorf("simulate: %s: %w", name, err)
+	}
+	return sim.DatasetFromIndex(idx, int64(len(data)), keepZip), opens, nil
 }
 
 // readIndexFile reads index.json from a file, a directory or a store URL,
