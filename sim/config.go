@@ -37,6 +37,19 @@ type Shard struct {
 type Dataset struct {
 	Shards     []Shard
 	IndexBytes int64
+	// OpenBytes is what opening the dataset downloads when that is not
+	// its index (0: IndexBytes): a tar dataset without an index reads
+	// its shards' headers (small-member tars whole) and caches the index
+	// it builds, IndexBytes.
+	OpenBytes int64
+}
+
+// openBytes is what opening d downloads.
+func (d *Dataset) openBytes() int64 {
+	if d.OpenBytes > 0 {
+		return d.OpenBytes
+	}
+	return d.IndexBytes
 }
 
 // DatasetFromIndex describes a parsed index.json of indexBytes bytes.

@@ -150,12 +150,13 @@ func newNode(c *Config, id int) *node {
 	}
 	nd.horizon = int64(max(2*c.predownload(), 1024)) * int64(c.consumers())
 	nd.budget = prefetchBudget(c, c.consumers())
-	// The index is fetched first and stays in the cache.
+	// The index is fetched (or built from the shards' headers) first and
+	// stays in the cache.
 	nd.usage = c.Dataset.IndexBytes
 	nd.peak = nd.usage
 	nd.requests = int64(c.indexRequests())
-	nd.bytes = c.Dataset.IndexBytes
-	nd.linkFree = nd.transferEnd(0, c.Dataset.IndexBytes)
+	nd.bytes = c.Dataset.openBytes()
+	nd.linkFree = nd.transferEnd(0, nd.bytes)
 	for range c.indexRequests() - 1 {
 		nd.linkFree = nd.transferEnd(nd.linkFree, 0)
 	}

@@ -321,6 +321,7 @@ func simulateDataset(ctx context.Context, e *env, f *simulateFlags, args []strin
 	if len(f.streams) > 0 {
 		var src simSource
 		var names []string
+		var openBytes int64
 		for _, spec := range f.streams {
 			ps, path, err := parseStreamFlag(spec)
 			if err != nil {
@@ -332,11 +333,19 @@ func simulateDataset(ctx context.Context, e *env, f *simulateFlags, args []strin
 			}
 			src.ds.Shards = append(src.ds.Shards, d.Shards...)
 			src.ds.IndexBytes += d.IndexBytes
+			ob := d.OpenBytes // 0: the index's size
+			if ob == 0 {
+				ob = d.IndexBytes
+			}
+			openBytes += ob
 			src.opens += opens
 			src.streams = append(src.streams, sim.Stream{Shards: len(d.Shards), Proportion: ps.Proportion, Repeat: ps.Repeat, Choose: ps.Choose})
 			names = append(names, path)
 		}
 		src.name = strings.Join(names, " + ")
+		if openBytes != src.ds.IndexBytes {
+			src.ds.OpenBytes = openBytes
+		}
 		return src, nil
 	}
 	per, err := stream.ParseBytes(f.sampleBytes)
@@ -377,7 +386,7 @@ func simulateDataset(ctx context.Context, e *env, f *simulateFlags, args []strin
 // simIndexDataset describes the dataset at src (see readIndexFile) and
 // the store requests opening it takes.
 func simIndexDataset(ctx context.Context, e *env, src string, keepZip bool) (sim.Dataset, int, error) {
-	data, name, opens, err := readIndexFile(ctx, e, src)
+	data, name, open, err := readIndexFile(ctx, e, src)
 	if err != nil {
 		return sim.Dataset{}, 0, err
 	}
@@ -385,21 +394,25 @@ func simIndexDataset(ctx context.Context, e *env, src string, keepZip bool) (sim
 	if err != nil {
 		return sim.Dataset{}, 0, fmt.Errorf("simulate: %s: %w", name, err)
 	}
-	return sim.DatasetFromIndex(idx, int64(len(data)), keepZip), opens, nil
+	d := sim.DatasetFromIndex(idx, int64(len(data)), keepZip)
+	if open.bytes != d.IndexBytes {
+		d.OpenBytes = open.bytes // a tar dataset's: its index's (or a scan's), not the selection's it caches
+	}
+	return d, open.requests, nil
 }
 
 // readIndexFile reads index.json from a file, a directory or a store URL,
-// and returns the number of store requests stream.Open makes to read it
-// from there on a fresh cache (1 for a file or directory: what opening it
-// from a store takes at the least).
-func readIndexFile(ctx context.Context, e *env, src string) (data []byte, name string, opens int, err error) {
-	if data, name, ok, opens, err := readSimTarIndex(ctx, e, src, false); ok {
-		return data, name, opens, err
+// and returns what stream.Open costs the store to read it from there on a
+// fresh cache (for a file or directory, one request of the index's size:
+// what opening it from a store takes at the least).
+func readIndexFile(ctx context.Context, e *env, src string) (data []byte, name string, open simOpen, err error) {
+	if data, name, ok, open, err := readSimTarIndex(ctx, e, src, false); ok {
+		return data, name, open, err
 	}
 	if !strings.Contains(src, "://") {
 		name := src
 		if fi, err := os.Stat(src); err != nil {
-			return nil, "", 0, fmt.Errorf("simulate: %w", err)
+			return nil, "", simOpen{}, fmt.Errorf("simulate: %w", err)
 		} else if fi.IsDir() {
 			name = src + string(os.PathSeparator) + format.IndexFile
 		}
@@ -407,17 +420,17 @@ func readIndexFile(ctx context.Context, e *env, src string) (data []byte, name s
 		if errors.Is(err, fs.ErrNotExist) && name != src {
 			// A directory of WebDataset tars without an index.
 			if tdata, tname, ok, _, terr := readSimTarIndex(ctx, e, src, true); ok {
-				return tdata, tname, 1, terr
+				return tdata, tname, simOpen{requests: 1}, terr
 			}
 		}
 		if err != nil {
-			return nil, "", 0, fmt.Errorf("simulate: %w", err)
+			return nil, "", simOpen{}, fmt.Errorf("simulate: %w", err)
 		}
-		return data, name, 1, nil
+		return data, name, simOpen{requests: 1}, nil
 	}
 	d, err := openDataset(ctx, e, src)
 	if err != nil {
-		return nil, "", 0, fmt.Errorf("simulate: %w", err)
+		return nil, "", simOpen{}, fmt.Errorf("simulate: %w", err)
 	}
 	defer d.Close()
 	cb := &countingBucket{Bucket: d.bucket}
@@ -425,14 +438,14 @@ func readIndexFile(ctx context.Context, e *env, src string) (data []byte, name s
 	if errors.Is(err, fs.ErrNotExist) {
 		// A store root of WebDataset tars without an index: stream.Open
 		// found no index.json either, then lists and scans.
-		if tdata, tname, ok, opens, terr := readSimTarIndex(ctx, e, src, true); ok {
-			return tdata, tname, opens, terr
+		if tdata, tname, ok, open, terr := readSimTarIndex(ctx, e, src, true); ok {
+			return tdata, tname, open, terr
 		}
 	}
 	if err != nil {
-		return nil, "", 0, fmt.Errorf("simulate: %w", err)
+		return nil, "", simOpen{}, fmt.Errorf("simulate: %w", err)
 	}
-	return data, d.bucket.URL(format.IndexFile), cb.opens(), nil
+	return data, d.bucket.URL(format.IndexFile), cb.open(), nil
 }
 
 // simulateConfig builds the base configuration from the flags.

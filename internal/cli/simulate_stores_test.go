@@ -40,9 +40,12 @@ func TestSimulateRequestsPerStore(t *testing.T) {
 		// url returns the dataset's URL through a proxy that counts the
 		// requests, set up for this test (t's environment).
 		url func(t *testing.T) (string, func() int)
+		// bytes, when set, returns the URL and counts the object bytes
+		// the store sent too (instead of url).
+		bytes func(t *testing.T) (string, func() int, func() int64)
 	}
 	stores := []store{
-		{"s3", func(t *testing.T) (string, func() int) {
+		{name: "s3", url: func(t *testing.T) (string, func() int) {
 			srv := s3test.Require(t)
 			srv.SetCredentialEnv(t)
 			prefix := s3test.NewPrefix("sim-requests")
@@ -50,7 +53,7 @@ func TestSimulateRequestsPerStore(t *testing.T) {
 			p := countingProxy(t, srv.Endpoint)
 			return srv.URL(p.URL, prefix), p.Requests
 		}},
-		{"gcs", func(t *testing.T) (string, func() int) {
+		{name: "gcs", url: func(t *testing.T) (string, func() int) {
 			endpoint, bucket := os.Getenv("SLUICE_TEST_GCS_ENDPOINT"), os.Getenv("SLUICE_TEST_GCS_BUCKET")
 			if endpoint == "" || bucket == "" {
 				requireService(t, "GCS emulator (SLUICE_TEST_GCS_*)")
@@ -76,7 +79,7 @@ func TestSimulateRequestsPerStore(t *testing.T) {
 			t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(srv.URL, "http://"))
 			return "gs://" + bucket + "/" + prefix, func() int { return int(n.Load()) }
 		}},
-		{"azure", func(t *testing.T) (string, func() int) {
+		{name: "azure", url: func(t *testing.T) (string, func() int) {
 			conn, container := os.Getenv("SLUICE_TEST_AZURE_CONNSTR"), os.Getenv("SLUICE_TEST_AZURE_CONTAINER")
 			if conn == "" || container == "" {
 				requireService(t, "Azure Blob emulator (SLUICE_TEST_AZURE_*)")
@@ -103,17 +106,16 @@ func TestSimulateRequestsPerStore(t *testing.T) {
 			t.Setenv("AZURE_STORAGE_CONNECTION_STRING", strings.Replace(conn, u.Scheme+"://"+u.Host, p.URL, 1))
 			return "az://" + container + "/" + prefix, p.Requests
 		}},
-		{"http", func(t *testing.T) (string, func() int) {
-			u, n := countingFileServer(t, src)
-			return u, n
+		{name: "http", bytes: func(t *testing.T) (string, func() int, func() int64) {
+			return byteCountingFileServer(t, src)
 		}},
 		// WebDataset tars without an index: the open scans them.
-		{"http-tars", func(t *testing.T) (string, func() int) {
-			u, n := countingFileServer(t, writeTwoTars(t))
-			return u + "/a-{0..1}.tar", n
+		{name: "http-tars", bytes: func(t *testing.T) (string, func() int, func() int64) {
+			u, n, b := byteCountingFileServer(t, writeTwoTars(t))
+			return u + "/a-{0..1}.tar", n, b
 		}},
 		// A directory of tars without an index: listed, then scanned.
-		{"s3-tars-dir", func(t *testing.T) (string, func() int) {
+		{name: "s3-tars-dir", url: func(t *testing.T) (string, func() int) {
 			srv := s3test.Require(t)
 			srv.SetCredentialEnv(t)
 			prefix := s3test.NewPrefix("sim-requests-tars")
@@ -122,18 +124,25 @@ func TestSimulateRequestsPerStore(t *testing.T) {
 			return srv.URL(p.URL, prefix), p.Requests
 		}},
 		// With an index beside them (sluice index): a selection of it.
-		{"http-tars-indexed", func(t *testing.T) (string, func() int) {
+		{name: "http-tars-indexed", bytes: func(t *testing.T) (string, func() int, func() int64) {
 			dir := writeTwoTars(t)
 			if out, err := runCLI(t, "index", filepath.Join(dir, "a-{0..1}.tar")); err != nil {
 				t.Fatalf("index: %v\n%s", err, out)
 			}
-			u, n := countingFileServer(t, dir)
-			return u + "/a-{0..1}.tar", n
+			u, n, b := byteCountingFileServer(t, dir)
+			return u + "/a-{0..1}.tar", n, b
 		}},
 	}
 	for _, s := range stores {
 		t.Run(s.name, func(t *testing.T) {
-			remote, requests := s.url(t)
+			var remote string
+			var requests func() int
+			var sent func() int64
+			if s.bytes != nil {
+				remote, requests, sent = s.bytes(t)
+			} else {
+				remote, requests = s.url(t)
+			}
 			out, err := runCLI(t, "simulate", remote, "--batch-size", "10", "--rank-iterator", "--json")
 			if err != nil {
 				t.Fatalf("simulate: %v\n%s", err, out)
@@ -141,12 +150,17 @@ func TestSimulateRequestsPerStore(t *testing.T) {
 			var sim struct {
 				Report struct {
 					StoreRequests int64 `json:"store_requests"`
+					StoreBytes    int64 `json:"store_bytes"`
 				} `json:"report"`
 			}
 			if err := json.Unmarshal([]byte(out), &sim); err != nil || sim.Report.StoreRequests == 0 {
 				t.Fatalf("simulate --json: %v\n%s", err, out)
 			}
 			before := requests() // simulate read the index
+			var sentBefore int64
+			if sent != nil {
+				sentBefore = sent()
+			}
 			out, err = runCLI(t, "stream", remote, "--local", filepath.Join(t.TempDir(), "cache"), "--batch-size", "10", "--json")
 			if err != nil {
 				t.Fatalf("stream: %v\n%s", err, out)
@@ -154,6 +168,11 @@ func TestSimulateRequestsPerStore(t *testing.T) {
 			got := int64(requests() - before)
 			if want := sim.Report.StoreRequests; got != want {
 				t.Errorf("%s: the stream made %d requests, simulate predicts %d (%d shards)", storage.RedactURL(remote), got, want, shards)
+			}
+			if sent != nil {
+				if got, want := sent()-sentBefore, sim.Report.StoreBytes; got != want {
+					t.Errorf("%s: the store sent %d object bytes, simulate predicts %d", storage.RedactURL(remote), got, want)
+				}
 			}
 			// sluice stream --json counts the same requests itself.
 			var rep struct {
@@ -201,14 +220,43 @@ func writeTwoTars(t *testing.T) string {
 // counting the requests.
 func countingFileServer(t *testing.T, dir string) (string, func() int) {
 	t.Helper()
-	var n atomic.Int64
+	u, n, _ := byteCountingFileServer(t, dir)
+	return u, n
+}
+
+// byteCountingFileServer is countingFileServer that also counts the
+// object bytes it sends.
+func byteCountingFileServer(t *testing.T, dir string) (string, func() int, func() int64) {
+	t.Helper()
+	var n, sent atomic.Int64
 	files := http.StripPrefix("/data", http.FileServer(http.Dir(dir)))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.Add(1)
-		files.ServeHTTP(w, r)
+		files.ServeHTTP(&countingWriter{ResponseWriter: w, n: &sent}, r)
 	}))
 	t.Cleanup(srv.Close)
-	return srv.URL + "/data", func() int { return int(n.Load()) }
+	return srv.URL + "/data", func() int { return int(n.Load()) }, sent.Load
+}
+
+// countingWriter counts into n the body bytes of a successful response
+// written through it (an object's bytes, not an error page's).
+type countingWriter struct {
+	http.ResponseWriter
+	n      *atomic.Int64
+	failed bool
+}
+
+func (w *countingWriter) WriteHeader(code int) {
+	w.failed = code >= 300
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	k, err := w.ResponseWriter.Write(p)
+	if !w.failed {
+		w.n.Add(int64(k))
+	}
+	return k, err
 }
 
 // countingProxy returns a proxy to target that counts the requests it

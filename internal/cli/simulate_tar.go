@@ -17,32 +17,32 @@ import (
 // them or one built from their headers, or, with every, the tars of a
 // directory or store root that holds no index.json. It returns the index
 // as index.json's bytes and ok false when src is no tar dataset.
-func readSimTarIndex(ctx context.Context, e *env, src string, every bool) (data []byte, name string, ok bool, opens int, err error) {
+func readSimTarIndex(ctx context.Context, e *env, src string, every bool) (data []byte, name string, ok bool, open simOpen, err error) {
 	td, err := stream.ParseTarDataset(src)
 	if err != nil {
-		return nil, "", true, 0, fmt.Errorf("simulate: %w", err)
+		return nil, "", true, simOpen{}, fmt.Errorf("simulate: %w", err)
 	}
 	root, keys := src, []string(nil)
 	switch {
 	case td != nil:
 		root, keys = td.Root, td.Keys
 	case !every:
-		return nil, "", false, 0, nil
+		return nil, "", false, simOpen{}, nil
 	}
 	b, err := openStore(ctx, e, root)
 	if err != nil {
-		return nil, "", true, 0, fmt.Errorf("simulate: %w", err)
+		return nil, "", true, simOpen{}, fmt.Errorf("simulate: %w", err)
 	}
 	defer b.Close()
 	cb := &countingBucket{Bucket: b}
 	idx, err := stream.ReadTarIndex(ctx, cb, keys)
 	if err != nil {
 		if td == nil {
-			return nil, "", false, 0, nil // no tars either: the caller's error stands
+			return nil, "", false, simOpen{}, nil // no tars either: the caller's error stands
 		}
-		return nil, "", true, 0, fmt.Errorf("simulate: %s: %w", src, err)
+		return nil, "", true, simOpen{}, fmt.Errorf("simulate: %s: %w", src, err)
 	}
-	return format.AppendIndex(nil, idx), src, true, cb.opens(), nil
+	return format.AppendIndex(nil, idx), src, true, cb.open(), nil
 }
 
 // countingBucket counts the requests made through it while the dataset's
@@ -51,6 +51,8 @@ func readSimTarIndex(ctx context.Context, e *env, src string, every bool) (data 
 type countingBucket struct {
 	storage.Bucket
 	requests atomic.Int64
+	// read counts the bytes read from the readers it opened.
+	read atomic.Int64
 	// indexRead: index.json was read, told: its response described it
 	// (storage.InfoReader), scanned: a shard was read (a tar index built
 	// from the shards' headers).
@@ -70,6 +72,9 @@ func (b *countingBucket) List(ctx context.Context, prefix string, fn func(storag
 func (b *countingBucket) NewRangeReader(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
 	b.requests.Add(1)
 	r, err := b.Bucket.NewRangeReader(ctx, key, off, length)
+	if err == nil {
+		r = &countingReader{ReadCloser: r, n: &b.read}
+	}
 	switch {
 	case key != format.IndexFile:
 		b.scanned.Store(true)
@@ -81,14 +86,38 @@ func (b *countingBucket) NewRangeReader(ctx context.Context, key string, off, le
 	return r, err
 }
 
-// opens is the number of store requests stream.Open makes for the index
-// on a fresh cache: the ones counted, and a Stat of an index.json used as
-// read or selected from when its GET's response did not describe it (GCS;
-// see stream's loadIndex).
-func (b *countingBucket) opens() int {
+// countingReader counts the bytes read through it into n, and passes on
+// what the reader it wraps tells of its object (storage.InfoReader).
+type countingReader struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	k, err := r.ReadCloser.Read(p)
+	r.n.Add(int64(k))
+	return k, err
+}
+
+// ObjectInfo implements storage.InfoReader.
+func (r *countingReader) ObjectInfo() (storage.ObjectInfo, bool) {
+	return storage.ReaderInfo(r.ReadCloser)
+}
+
+// simOpen is what opening a dataset on a fresh cache costs the store.
+type simOpen struct {
+	requests int
+	bytes    int64 // 0: the index's size
+}
+
+// open is what stream.Open costs the store for the index on a fresh
+// cache: the requests counted, and a Stat of an index.json used as read
+// or selected from when its GET's response did not describe it (GCS; see
+// stream's loadIndex); the bytes read.
+func (b *countingBucket) open() simOpen {
 	n := int(b.requests.Load())
 	if b.indexRead.Load() && !b.scanned.Load() && !b.told.Load() {
 		n++
 	}
-	return n
+	return simOpen{requests: n, bytes: b.read.Load()}
 }
