@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"github.com/sluicedata/sluice/internal/stores"
+	"github.com/sluicedata/sluice/plan"
+	"github.com/sluicedata/sluice/stream"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -9,8 +13,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluicedata/sluice/internal/s3test"
 	"github.com/sluicedata/sluice/storage"
@@ -43,6 +49,10 @@ func TestSimulateRequestsPerStore(t *testing.T) {
 		// bytes, when set, returns the URL and counts the object bytes
 		// the store sent too (instead of url).
 		bytes func(t *testing.T) (string, func() int, func() int64)
+		// closesEarly: a reader closes a body before its end (the header
+		// scan of a tar), so the server may send more than is read, as
+		// much as the connection took before the close.
+		closesEarly bool
 	}
 	stores := []store{
 		{name: "s3", url: func(t *testing.T) (string, func() int) {
@@ -113,7 +123,7 @@ func TestSimulateRequestsPerStore(t *testing.T) {
 		{name: "http-tars", bytes: func(t *testing.T) (string, func() int, func() int64) {
 			u, n, b := byteCountingFileServer(t, writeTwoTars(t))
 			return u + "/a-{0..1}.tar", n, b
-		}},
+		}, closesEarly: true},
 		// A directory of tars without an index: listed, then scanned.
 		{name: "s3-tars-dir", url: func(t *testing.T) (string, func() int) {
 			srv := s3test.Require(t)
@@ -170,8 +180,16 @@ func TestSimulateRequestsPerStore(t *testing.T) {
 				t.Errorf("%s: the stream made %d requests, simulate predicts %d (%d shards)", storage.RedactURL(remote), got, want, shards)
 			}
 			if sent != nil {
-				if got, want := sent()-sentBefore, sim.Report.StoreBytes; got != want {
-					t.Errorf("%s: the store sent %d object bytes, simulate predicts %d", storage.RedactURL(remote), got, want)
+				got, want := sent()-sentBefore, sim.Report.StoreBytes
+				if got != want && !(s.closesEarly && got > want) {
+					t.Errorf("%s: the store sent %d object bytes, simulate predicts %d (what is read)", storage.RedactURL(remote), got, want)
+				}
+				if s.closesEarly {
+					// What the reader read, counted under the store's
+					// decorators, is what the model counts.
+					if got := coldReadBytes(t, remote); got != want {
+						t.Errorf("%s: a cold epoch read %d bytes from the store, simulate predicts %d", storage.RedactURL(remote), got, want)
+					}
 				}
 			}
 			// sluice stream --json counts the same requests itself.
@@ -197,6 +215,51 @@ func TestSimulateRequestsPerStore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// coldReadBytes reads one epoch of remote through a fresh cache with
+// stream.Open and returns the bytes it read from the store.
+func coldReadBytes(t *testing.T, remote string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var counted []*countingBucket
+	var mu sync.Mutex
+	ds, err := stream.Open(ctx, &stream.Options{Remote: remote, Local: filepath.Join(t.TempDir(), "cache"), BatchSize: 10,
+		Registry: stores.Default(), StoreInner: func(b storage.Bucket) storage.Bucket {
+			cb := &countingBucket{Bucket: b}
+			mu.Lock()
+			counted = append(counted, cb)
+			mu.Unlock()
+			return cb
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := ds.NewEpoch(ctx, plan.World{Nodes: 1, RanksPerNode: 1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := ep.RankIter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for it.Next() {
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	it.Close()
+	if err := ds.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var n int64
+	for _, cb := range counted {
+		n += cb.read.Load()
+	}
+	return n
 }
 
 // writeTwoTars writes two WebDataset tars, a-0.tar and a-1.tar, into a
