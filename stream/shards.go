@@ -305,12 +305,7 @@ func (d *Dataset) reopen(ctx context.Context, o *openShard, early bool) (*openSh
 	if st.cds == nil {
 		return o, true, nil
 	}
-	via := st.cds.Via(st.bucket)
-	acquire := via.Acquire
-	if early {
-		acquire = via.AcquireEarly
-	}
-	l, err := acquire(ctx, ref.local)
+	l, err := leaseShard(ctx, st, ref.local, early)
 	if err != nil {
 		o.close()
 		return nil, false, fmt.Errorf("stream: shard %d: %w", o.shard, err)
@@ -324,6 +319,18 @@ func (d *Dataset) reopen(ctx context.Context, o *openShard, early bool) (*openSh
 	return d.open(ctx, o.shard, early)
 }
 
+// leaseShard leases st's shard local from the node's cache (early: a
+// fetch in progress may be read). Missing shards are downloaded through
+// this dataset's own store (its job's credentials), not the store that
+// registered the directory with the node's cache (invariant 8).
+func leaseShard(ctx context.Context, st *streamState, local int, early bool) (*cache.Lease, error) {
+	via := st.cds.Via(st.bucket)
+	if early {
+		return via.AcquireEarly(ctx, local)
+	}
+	return via.Acquire(ctx, local)
+}
+
 // open leases shard (fetching it if needed) and opens its raw file.
 func (d *Dataset) open(ctx context.Context, shard int, early bool) (*openShard, bool, error) {
 	ref := d.shards[shard]
@@ -335,15 +342,7 @@ func (d *Dataset) open(ctx context.Context, shard int, early bool) (*openShard, 
 	}
 	hit := true
 	if st.cds != nil {
-		// Missing shards are downloaded through this dataset's own store
-		// (its job's credentials), not the store that registered the
-		// directory with the node's cache (invariant 8).
-		via := st.cds.Via(st.bucket)
-		acquire := via.Acquire
-		if early {
-			acquire = via.AcquireEarly
-		}
-		l, err := acquire(ctx, ref.local)
+		l, err := leaseShard(ctx, st, ref.local, early)
 		if err != nil {
 			return nil, false, fmt.Errorf("stream: shard %d: %w", shard, err)
 		}
