@@ -85,13 +85,15 @@ type unit struct {
 type resampled struct {
 	units    []unit
 	start    []int64 // len(units)+1 exclusive prefix sums
+	sizes    []int64 // the units' sizes (shuffle_units), shared read-only
 	identity bool    // small_per_big[x] == x for every x
 }
 
 func newResampled(units []unit) *resampled {
-	r := &resampled{units: units, start: make([]int64, len(units)+1), identity: true}
+	r := &resampled{units: units, start: make([]int64, len(units)+1), sizes: make([]int64, len(units)), identity: true}
 	for k, u := range units {
 		r.start[k+1] = r.start[k] + u.size
+		r.sizes[k] = u.size
 		if u.picks != nil || u.base != r.start[k] {
 			r.identity = false
 		}
@@ -102,14 +104,10 @@ func newResampled(units []unit) *resampled {
 // total is the epoch size (Σ units).
 func (r *resampled) total() int64 { return r.start[len(r.units)] }
 
-// unitSizes returns shuffle_units.
-func (r *resampled) unitSizes() []int64 {
-	out := make([]int64, len(r.units))
-	for k, u := range r.units {
-		out[k] = u.size
-	}
-	return out
-}
+// unitSizes returns shuffle_units, shared by every caller (the Epochs
+// of a Planner share a resampling, and each looks its shuffle up by
+// them): callers must not modify it.
+func (r *resampled) unitSizes() []int64 { return r.sizes }
 
 // at returns small_per_big[x] for 0 <= x < total().
 func (r *resampled) at(x int64) int64 {
