@@ -211,11 +211,66 @@ func b2i(b bool) int {
 
 // selectKept returns the entries of ranks [a, b) of sortKept(kept, x0,
 // x1) (0 <= a <= b <= len(kept)), in that order, without sorting the
-// others: coarse keys of the positions are counted (1024 of them, in the
-// order of sortKept's), and only the entries of the keys that hold those
-// ranks are gathered (in input order) and sorted as sortKept sorts. A resume's first request wants a batch or a few of the
-// ~20k entries its count keeps. kept is not modified.
+// others. A resume's first request wants a batch or a few of the ~20k
+// entries its count keeps. kept is not modified.
+//
+// It first tries selectGuess (one pass), then counts coarse keys
+// (selectCounted, two passes).
 func selectKept(kept []jPos, x0, x1 float64, a, b int) []jPos {
+	if sel, ok := selectGuess(kept, x0, x1, a, b); ok {
+		return sel
+	}
+	return selectCounted(kept, x0, x1, a, b)
+}
+
+// selectGuess is selectKept in one pass over kept, for positions spread
+// about evenly over [x0, x1) (as a count's kept inputs are, away from a
+// node's edges): it guesses positions pa < pb around ranks [a, b) from
+// that density, with a margin of several times the deviation of a count
+// of uniform positions, counts the entries below pa and gathers those in
+// [pa, pb) (in input order). Every entry below pa comes before them in
+// sortKept's order and every entry from pb on after, so when at most a
+// lie below pa and at least b below pb the gathered entries, sorted as
+// sortKept sorts, hold ranks [a, b) exactly. It reports false otherwise
+// (the positions were not even enough), or when there is little to gain.
+func selectGuess(kept []jPos, x0, x1 float64, a, b int) ([]jPos, bool) {
+	n := len(kept)
+	if n < 1024 || b-a > n/8 || !(x1 > x0) {
+		return nil, false
+	}
+	per := (x1 - x0) / float64(n) // positions per entry
+	m := 4*math.Sqrt(float64(n)) + 64
+	pa := x0 + (float64(a)-m)*per
+	pb := x0 + (float64(b)+m)*per
+	if !(pa < pb) {
+		return nil, false
+	}
+	// Room for the expected gathering and a little more; more than that
+	// means the guess is off (uneven positions): give up. Without
+	// branches on the positions (which side of pa and pb an entry lies
+	// is unpredictable): every entry is written at the gathered count,
+	// which only the gathered ones advance (the last slot takes the
+	// overflow, if any, and the count then tells).
+	sel := make([]jPos, int(float64(b-a)+2*m)*5/4+64)
+	last := len(sel) - 1
+	below, got := 0, 0
+	for _, x := range kept {
+		below += b2i(x.p < pa)
+		sel[min(got, last)] = x
+		got += b2i(x.p >= pa) & b2i(x.p < pb)
+	}
+	if got > last || below > a || below+got < b {
+		return nil, false
+	}
+	sel = sortKept(sel[:got], pa, pb)
+	return sel[a-below : b-below], true
+}
+
+// selectCounted is selectKept by counting: coarse keys of the positions
+// are counted (1024 of them, in the order of sortKept's), and only the
+// entries of the keys that hold ranks [a, b) are gathered (in input
+// order) and sorted as sortKept sorts.
+func selectCounted(kept []jPos, x0, x1 float64, a, b int) []jPos {
 	n := len(kept)
 	nb := min(n, 1024) // coarse keys: the counters stay in L1
 	scale := float64(nb) / (x1 - x0)

@@ -2,6 +2,7 @@ package shuffle
 
 import (
 	"cmp"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -123,6 +124,63 @@ func TestSortKept(t *testing.T) {
 		if got := sortKept(kept, x0, x1); !slices.Equal(got, want) {
 			t.Fatalf("case %d (n=%d, width %g): order differs", it, n, w)
 		}
+	}
+}
+
+// TestSelectGuess: selectGuess, when it answers, gives sortKept's ranks
+// [a, b) exactly, on positions spread evenly, with ties, crowded towards
+// x0 or x1 (where the guess misses and it must decline or still be
+// exact), and for ranks at the ends; and it does answer for a resume's evenly spread 20k
+// entries (else selectKept would always take the two passes).
+func TestSelectGuess(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 3))
+	answered, even := 0, 0
+	for it := range 240 {
+		n := 1024 + r.IntN(24000)
+		x0 := r.Float64() * 1e7
+		w := float64(n) * []float64{1, 0.5, 3}[it%3]
+		x1 := x0 + w
+		kept := make([]jPos, n)
+		for k := range kept {
+			var p float64
+			switch it % 5 {
+			case 0, 1:
+				p = x0 + r.Float64()*w
+			case 2:
+				p = x0 + float64(r.IntN(n/3))*w/float64(n/3) // ties
+			case 3:
+				p = x0 + w*r.Float64()*r.Float64() // clustered near x0
+			default:
+				p = x1 - w*r.Float64()*r.Float64() // near x1
+			}
+			kept[k] = jPos{min(p, math.Nextafter(x1, x0)), int64(k)}
+		}
+		want := slices.Clone(kept)
+		slices.SortFunc(want, func(u, v jPos) int {
+			if u.p != v.p {
+				return cmp.Compare(u.p, v.p)
+			}
+			return cmp.Compare(u.j, v.j)
+		})
+		for range 4 {
+			k := 1 + r.IntN(min(2048, n))
+			a := r.IntN(n - k + 1)
+			if r.IntN(4) == 0 {
+				a = []int{0, n - k}[r.IntN(2)] // the ends
+			}
+			b := a + k
+			got, ok := selectGuess(kept, x0, x1, a, b)
+			if ok && !slices.Equal(got, want[a:b]) {
+				t.Fatalf("case %d (n=%d, kind %d): selectGuess ranks [%d, %d) differ", it, n, it%5, a, b)
+			}
+			if it%5 < 2 && b-a <= n/8 {
+				even++
+				answered += b2i(ok)
+			}
+		}
+	}
+	if answered*10 < even*9 {
+		t.Fatalf("selectGuess answered %d of %d requests on evenly spread positions", answered, even)
 	}
 }
 
