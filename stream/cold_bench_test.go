@@ -58,6 +58,8 @@ type coldMode struct {
 	run            func(b *testing.B) (int64, time.Duration)
 	wall, all, cpu time.Duration
 	srv            time.Duration // the S3 server's CPU time (see serverPID)
+	inflight       float64       // sum over passes of the mean GETs in flight
+	firstGET       time.Duration // sum over passes of the time to the first shard GET
 	bytes, ops     int64
 	rates          []float64 // MB/s of each pass
 	// steady is, for the sluice pass, the MB/s of each pass once its
@@ -88,7 +90,8 @@ type coldMode struct {
 func BenchmarkColdS3(b *testing.B) {
 	for _, shard := range []int64{4 << 20, 16 << 20} {
 		b.Run(fmt.Sprintf("shard=%dMB", shard>>20), func(b *testing.B) {
-			bk := openBenchS3(b, "cold")
+			fm := &flightMeter{Bucket: openBenchS3(b, "cold")}
+			bk := storage.Bucket(fm)
 			const samples, size = 1280, 100 << 10
 			src := benchDataset(b, samples, size, shard, "")
 			keys := uploadDir(b, src, bk)
@@ -101,7 +104,7 @@ func BenchmarkColdS3(b *testing.B) {
 				shardBytes += fi.Size()
 			}
 			reg := &storage.Registry{}
-			reg.Register("bench", func(context.Context, *url.URL) (storage.Bucket, error) { return nopCloser{bk}, nil })
+			reg.Register("bench", func(context.Context, *url.URL) (storage.Bucket, error) { return fm, nil })
 			sc := &scratch{b: b}
 			var steadyRate float64 // of the last sluice pass
 			modes := []*coldMode{
@@ -128,6 +131,7 @@ func BenchmarkColdS3(b *testing.B) {
 			for b.Loop() {
 				for k := range modes {
 					m := modes[(i+k)%len(modes)]
+					fm.reset()
 					start, c0, s0 := time.Now(), cputime.Process(), processCPU(srvPID)
 					var n int64
 					var d time.Duration
@@ -143,6 +147,9 @@ func BenchmarkColdS3(b *testing.B) {
 					if d == 0 {
 						d = all
 					}
+					in, fg := fm.mean(d)
+					m.inflight += in
+					m.firstGET += fg
 					m.bytes += n
 					m.wall += d
 					m.all += all
@@ -161,6 +168,12 @@ func BenchmarkColdS3(b *testing.B) {
 			for _, m := range modes {
 				b.ReportMetric(rate(m), m.name+"-MB/s")
 				b.ReportMetric(float64(m.cpu.Microseconds())/1e3/(float64(m.bytes)/1e6), m.name+"-cpu-ms/MB")
+				// How well the mode kept the store busy: the mean GETs
+				// in flight over its counted time (at most
+				// coldConcurrency), and the start's gap before its first
+				// shard GET.
+				b.ReportMetric(m.inflight/float64(m.ops), m.name+"-inflight")
+				b.ReportMetric(float64(m.firstGET.Microseconds())/1e3/float64(m.ops), m.name+"-ms-to-first-GET")
 				if srvPID > 0 {
 					// The server shares the machine's cores: on a
 					// CPU-bound machine the rates follow the client's

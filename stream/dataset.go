@@ -65,6 +65,9 @@ type Dataset struct {
 	// group is the WorkerGroup its workers take turns in (nil: the
 	// root's, made on first use; see workerGroup).
 	group atomic.Pointer[WorkerGroup]
+	// behind is the cache Open is opening for itself (see
+	// openCacheBehind); nil once it is d.cache, or when Open opens none.
+	behind *cacheBehind
 }
 
 // Open opens a dataset: it reads (downloading when missing) each stream's
@@ -99,18 +102,22 @@ func Open(ctx context.Context, opts *Options) (_ *Dataset, err error) {
 			if root == "" {
 				root = defaultLocal(streams)
 			}
-			c, err := cache.Open(ctx, root, &cache.Options{Limit: o.CacheLimit, WaitTimeout: o.WaitTimeout, SharedGroup: o.CacheSharedGroup,
-				Memory: o.cacheMemory()})
+			abs, err := filepath.Abs(root)
 			if err != nil {
-				return nil, fmt.Errorf("stream: %w", err)
+				return nil, fmt.Errorf("stream: cache %s: %w", root, err)
 			}
-			d.cache, d.ownCache = c, true
+			// Opened while the first stream's index is requested.
+			d.openCacheBehind(ctx, abs, &cache.Options{Limit: o.CacheLimit, WaitTimeout: o.WaitTimeout, SharedGroup: o.CacheSharedGroup,
+				Memory: o.cacheMemory()})
 		}
 	}
 	var planStreams []plan.Stream
 	for i, s := range streams {
 		st, err := d.openStream(ctx, &o, s)
 		if err != nil {
+			if cerr := d.awaitCache(); cerr != nil {
+				return nil, cerr // the cause (see cacheBehind.guard)
+			}
 			return nil, err
 		}
 		st.firstShar = len(d.shards)
@@ -130,6 +137,9 @@ func Open(ctx context.Context, opts *Options) (_ *Dataset, err error) {
 			d.shards = append(d.shards, shardRef{stream: i, local: j})
 		}
 		planStreams = append(planStreams, plan.Stream{ShardSizes: sizes, Proportion: s.Proportion, Repeat: s.Repeat, Choose: s.Choose})
+	}
+	if err := d.awaitCache(); err != nil {
+		return nil, err
 	}
 	d.planner, err = plan.New(planStreams, o.planOptions())
 	if err != nil {
@@ -288,7 +298,7 @@ func (d *Dataset) openStream(ctx context.Context, o *Options, s Stream) (*stream
 		return nil, err
 	}
 	st.bucket = b
-	st.dir = filepath.Join(d.cache.Dir(), filepath.FromSlash(rel))
+	st.dir = filepath.Join(d.cacheRoot(), filepath.FromSlash(rel))
 	n, cacheIndex, err := d.loadIndex(ctx, st, rel)
 	if err != nil {
 		return nil, err
@@ -325,6 +335,9 @@ func (d *Dataset) openStream(ctx context.Context, o *Options, s Stream) (*stream
 		},
 	}
 	src.Shards = st.cacheShards()
+	if err := d.awaitCache(); err != nil {
+		return nil, err
+	}
 	st.cds, err = d.cache.Add(ctx, src)
 	if err != nil {
 		return nil, fmt.Errorf("stream: %w", err)
@@ -358,9 +371,9 @@ func (d *Dataset) streamRel(o *Options, s Stream) (string, error) {
 		rel = dirName(s.Remote, "")
 	case local == "":
 	case filepath.IsAbs(local):
-		r, err := filepath.Rel(d.cache.Dir(), local)
+		r, err := filepath.Rel(d.cacheRoot(), local)
 		if err != nil || !filepath.IsLocal(r) {
-			return "", fmt.Errorf("stream: local directory %s is outside the cache root %s", local, d.cache.Dir())
+			return "", fmt.Errorf("stream: local directory %s is outside the cache root %s", local, d.cacheRoot())
 		}
 		rel = r
 	default:
@@ -381,6 +394,7 @@ func (d *Dataset) Close() error {
 	if d.stopBG != nil {
 		d.stopBG()
 	}
+	_ = d.awaitCache() // an Open that failed while its cache was opening: closed below
 	d.bg.Wait()
 	if d.table != nil { // nil when Open failed early
 		r := d.root()

@@ -25,7 +25,10 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (s
 	local := filepath.Join(st.dir, format.IndexFile)
 	// An earlier Open in this process may be writing it (WriteFileBehind):
 	// find it in place then. A failed write: download it again below.
-	_ = d.cache.WaitWrite(ctx, filepath.ToSlash(filepath.Join(rel, format.IndexFile)))
+	// (A cache this Open is opening writes nothing yet.)
+	if d.behind == nil {
+		_ = d.cache.WaitWrite(ctx, filepath.ToSlash(filepath.Join(rel, format.IndexFile)))
+	}
 	var b []byte
 	if st.tar != nil {
 		b, err = os.ReadFile(local)
@@ -35,7 +38,12 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (s
 	if errors.Is(err, fs.ErrNotExist) {
 		var got storage.ObjectInfo
 		var told bool
-		b, got, told, st.builtIndex, err = readStreamIndex(ctx, capIndex(st.bucket, d.opts.MaxIndexBytes), st.tar)
+		rctx, stop := ctx, func() {}
+		if d.behind != nil {
+			rctx, stop = d.behind.guard(ctx)
+		}
+		b, got, told, st.builtIndex, err = readStreamIndex(rctx, capIndex(st.bucket, d.opts.MaxIndexBytes), st.tar)
+		stop()
 		if err != nil {
 			return 0, nil, fmt.Errorf("stream: read index: %w", err)
 		}
@@ -45,7 +53,7 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (s
 		}
 		// Fail before caching anything when the limit cannot hold the
 		// index plus one shard leased and one being fetched.
-		if lim := d.cache.Limit(); lim > 0 {
+		if lim := d.cacheLimit(); lim > 0 {
 			var foot int64
 			for i := range idx.Len() {
 				_, raw, _ := idx.File(i, format.RawData)
@@ -68,7 +76,7 @@ func (d *Dataset) loadIndex(ctx context.Context, st *streamState, rel string) (s
 				foot = max(foot, n)
 			}
 			if need := int64(len(b)) + 2*foot; need > lim {
-				return 0, nil, fmt.Errorf("stream: %w", &cache.LimitError{Dir: d.cache.Dir(), Limit: lim, Min: need,
+				return 0, nil, fmt.Errorf("stream: %w", &cache.LimitError{Dir: d.cacheRoot(), Limit: lim, Min: need,
 					Reason: fmt.Sprintf("the index (%d bytes) plus one leased shard and one being fetched, of up to %d bytes each", len(b), foot)})
 			}
 		}
