@@ -114,7 +114,12 @@ func skipVec(st *vecState, i, mask uint64, blocks, from int) (t, iOut, maskOut u
 
 // vecBlocks bounds the blocks of one kernel call (about 0.2 ms): an
 // assembly loop cannot be preempted, so a long skip returns to Go between
-// calls.
+// calls. skipVec has a stack check (it is not NOSPLIT), and its calls
+// are where the scheduler stops SkipShuffles' loop, whose other calls
+// (the size and at callbacks) are usually leaf functions without one: a
+// signal almost always lands in the assembly, and the runtime waited up
+// to the whole skip (5-6 ms median) to stop the world for a GC
+// (TestSkipsPreemptible).
 const vecBlocks = 1 << 14
 
 // skipFast runs skipLoop(i) on the vector kernel when the CPU has it and

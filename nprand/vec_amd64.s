@@ -132,6 +132,8 @@ fl:
 // tries of a block are the dwords of the two output registers, in order
 // (the lower half of each draw first). The first block's tries before
 // from (0–32) are not made: they belong to what the lanes drew before.
+// Not NOSPLIT: its stack check is SkipShuffles' preemption point (see
+// vecBlocks).
 TEXT ·skipVec(SB), $192-64
 	MOVQ st+0(FP), DI
 	MOVQ i+8(FP), SI
