@@ -133,21 +133,35 @@ func (t *shardTable) acquire(ctx context.Context, shard int, early bool) (*openS
 	if err != nil {
 		return nil, false, err
 	}
+	return t.adopt(o), hit, nil
+}
+
+// adopt puts o, opened and leased by acquire, in the table with one
+// reference, and returns it, or the shard another reader opened meanwhile
+// (closing o) if that one is in use. One opened and released meanwhile is
+// idle, holding no lease: o, which holds one, replaces it. (Taking the
+// idle one and closing o left a reader on a shard without a lease: a
+// training process's iteration and a DataLoader worker's share a table in
+// the agent, and the cache evicted a shard one of them was reading.)
+func (t *shardTable) adopt(o *openShard) *openShard {
 	t.mu.Lock()
-	if cur := t.m[shard]; cur != nil {
-		// Another reader opened it meanwhile: use theirs.
-		if cur.refs == 0 {
-			t.unlinkIdle(cur)
-		}
+	cur := t.m[o.shard]
+	if cur != nil && cur.refs > 0 {
 		cur.refs++
 		t.mu.Unlock()
 		o.close()
-		return cur, hit, nil
+		return cur
+	}
+	if cur != nil {
+		t.unlinkIdle(cur)
 	}
 	o.refs = 1
-	t.m[shard] = o
+	t.m[o.shard] = o
 	t.mu.Unlock()
-	return o, hit, nil
+	if cur != nil {
+		cur.close()
+	}
+	return o
 }
 
 // ref takes another reference on an acquired shard.
