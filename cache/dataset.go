@@ -157,6 +157,10 @@ type shardState struct {
 	fidOf   *os.File
 	flight  *flight // fetch in progress in this process
 	lastUse int64   // Cache.clock at the last lease
+	// turnUse is Cache.clock at the last turn that moved a consumer to
+	// the shard (Dataset.Touch; 0: none): the eviction order's last use
+	// where it is set (see Touch).
+	turnUse int64
 	// early: the leases read the flight's complete temporary files (f is
 	// one of them, not locked) while they are synced and renamed; the
 	// flight hands f a shared lock once they are in place.

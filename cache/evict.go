@@ -212,7 +212,11 @@ func (c *Cache) evict(need, distance int64, demand bool, self *Dataset, selfShar
 				continue
 			}
 			dd, ok := dist[d][i]
-			cands = append(cands, candidate{d: d, shard: i, p: NewCandidate(ok, dd, st.lastUse)})
+			lastUse := st.lastUse
+			if st.turnUse > 0 {
+				lastUse = st.turnUse
+			}
+			cands = append(cands, candidate{d: d, shard: i, p: NewCandidate(ok, dd, lastUse)})
 		}
 	}
 	// Datasets registered only by other processes: their plans are not
@@ -308,6 +312,23 @@ func (d *Dataset) evictShard(shard int) int64 {
 		d.stats.evictedBytes.Add(freed)
 	}
 	return freed
+}
+
+// Touch records that a consumer taking turns (stream's ordered admissions,
+// see Order) moved to shard in its turn: from then on the shard's last use
+// in the eviction order (Candidate.LastUse, which breaks ties of class and
+// distance) is this, not its leases. A lease comes when its download ends,
+// so the order of the leases of shards fetched at once is timing; the
+// turns' order is the plan's (package sim ticks its clock at each turn).
+func (d *Dataset) Touch(shard int) {
+	if shard < 0 || shard >= len(d.st) {
+		return
+	}
+	c := d.c
+	c.mu.Lock()
+	c.clock++
+	d.st[shard].turnUse = c.clock
+	c.mu.Unlock()
 }
 
 // Consumers returns the number of registered Futures (consumers reading

@@ -103,6 +103,10 @@ type node struct {
 	// shard change of its begun chains and when its last turn was taken.
 	minTurn []int64
 	turnT   []float64
+	// Per consumer, where the workers take turns: whether it has an
+	// unfinished begun chain, and else its next turn (waitingTurns).
+	busy    []bool
+	waiting []turnMemo
 	// readUntil's, per rank: its chains' indices and its next read.
 	rankChains [][]int32
 	rankBest   []rankRead
@@ -191,6 +195,7 @@ func (nd *node) beginEpoch(sc *plan.Schedule) {
 	}
 	nd.wake = nd.wake[:0]
 	clear(nd.turnT)
+	clear(nd.waiting) // the epoch's runs are new
 	nd.newConsumers()
 	if nd.turns {
 		nd.resetWindows()

@@ -1,13 +1,15 @@
 package sim
 
-import "math"
+import (
+	"math"
+	"sort"
+)
 
 // This file plays stream's ordered admissions (stream.Options'
 // OrderAdmissions, Config.OrderAdmissions): under a cache limit the
-// DataLoader workers of a rank take turns at their shard changes in the
-// order the training loop consumes the rank's samples (step, then the
-// position in the step's batch), each turn once every earlier one was
-// taken (cache.Order). A worker whose shard change comes while another
+// DataLoader workers of a rank take turns at their shard changes sample by
+// sample, each worker a step behind the one before (turnKey), each turn
+// once every earlier one was taken (cache.Order). A worker whose shard change comes while another
 // worker of its rank has an earlier one still to take waits for it.
 // Taking turns, as in stream, a worker's walk is bounded by its budget and
 // window and not by its fetch slots (Stop), and the shards it fetches are
@@ -23,6 +25,20 @@ func (nd *node) ordered() bool { return nd.turns }
 // takesTurns reports whether c's workers take turns on a node.
 func takesTurns(c *Config) bool {
 	return c.OrderAdmissions && !c.RankIterator && c.Shape.WorkersPerRank > 1 && c.CacheLimit > 0
+}
+
+// turnKey returns the key of the shard change at offset off of a rank's
+// part of step (of batch samples): step·batch + off·workers, stream's
+// workerTurns.key (q·W + worker·B for a worker's q-th sample), times W
+// plus the worker, so that two workers' keys are never equal (stream's
+// cache.Order breaks such ties by worker, this model's reads by time). A worker's
+// keys grow by W a sample, so the rank's workers take their turns sample
+// by sample, worker j+1 a step's worth of samples (B/W) behind worker j,
+// and a step W or more later comes after every key of this one: a chain
+// not begun yet (the worker's next batch) has no turn before any begun.
+func turnKey(step int, off int64, workers, batch int) int64 {
+	w := int64(max(workers, 1))
+	return (int64(step)*int64(max(batch, 1))+off*w)*w + int64(step)%w
 }
 
 // turnMemo is nextTurn's answer for a chain, valid while the chain's run
@@ -50,7 +66,7 @@ func (nd *node) nextTurn(c *chain) (key int64, now bool) {
 		run := nd.runs[k]
 		if run.Shard() != prev {
 			off := max(run.Start(), c.from) - c.from
-			key, now = int64(c.step)<<32|off, c.move < 0 && k == c.run
+			key, now = turnKey(c.step, off, nd.perRank, nd.c.Plan.BatchSize), c.move < 0 && k == c.run
 			break
 		}
 		prev = run.Shard()
@@ -59,10 +75,9 @@ func (nd *node) nextTurn(c *chain) (key int64, now bool) {
 	return key, now
 }
 
-// turnMins sets, per rank, the earliest next shard change of its begun
-// chains: the one turn that may be taken now. A worker with no begun
-// chain has its next shard change in a step not begun, after all of
-// these.
+// turnMins sets, per rank, the earliest next shard change of its workers:
+// the one turn that may be taken now. That of a worker with no unfinished
+// begun chain is in a step not begun yet (waitingTurn).
 func (nd *node) turnMins() {
 	R := nd.c.Shape.RanksPerNode
 	if len(nd.minTurn) != R {
@@ -72,11 +87,20 @@ func (nd *node) turnMins() {
 	for r := range nd.minTurn {
 		nd.minTurn[r] = noTurn
 	}
+	if len(nd.busy) != len(nd.cons) {
+		nd.busy = make([]bool, len(nd.cons))
+		nd.waiting = make([]turnMemo, len(nd.cons))
+	}
+	clear(nd.busy)
 	for i := range nd.chains {
 		c := &nd.chains[i]
 		if k, _ := nd.nextTurn(c); k < nd.minTurn[c.rank] {
 			nd.minTurn[c.rank] = k
 		}
+		nd.busy[c.origin] = nd.busy[c.origin] || !c.done
+	}
+	for r := range nd.minTurn {
+		nd.minTurn[r] = min(nd.minTurn[r], nd.waitingTurns(r))
 	}
 }
 
@@ -84,12 +108,68 @@ func (nd *node) turnMins() {
 // turnMins), over its chains (nd.rankChains, kept by readUntil).
 func (nd *node) turnMinsRank(r int) {
 	m := int64(noTurn)
+	for w := range nd.perRank {
+		nd.busy[r*nd.perRank+w] = false
+	}
 	for _, i := range nd.rankChains[r] {
-		if k, _ := nd.nextTurn(&nd.chains[i]); k < m {
+		c := &nd.chains[i]
+		if k, _ := nd.nextTurn(c); k < m {
 			m = k
 		}
+		nd.busy[c.origin] = nd.busy[c.origin] || !c.done
 	}
-	nd.minTurn[r] = m
+	nd.minTurn[r] = min(m, nd.waitingTurns(r))
+}
+
+// waitingTurns returns the earliest next shard change of rank r's workers
+// that have no unfinished begun chain (nd.busy): each one's is in its
+// next step, not begun yet, where stream's worker has announced it
+// (cache.Order.Done) and the others' later turns wait for it. (The model
+// begins a worker's next step when the loop takes the step before it, so
+// in the turns' order, where a worker's next batch comes before the end
+// of the previous worker's, it would take that worker's later turns
+// first.)
+func (nd *node) waitingTurns(r int) int64 {
+	m := int64(noTurn)
+	W := nd.perRank
+	steps := nd.sc.Steps()
+	for w := range W {
+		o := r*W + w
+		if nd.busy[o] {
+			continue
+		}
+		s := nd.begun + ((w-nd.begun%W)%W+W)%W // the worker's first step not begun
+		if s >= steps {
+			continue
+		}
+		cur := nd.cons[o].cur
+		if memo := &nd.waiting[o]; memo.ok && memo.run == s && memo.cur == cur {
+			m = min(m, memo.key)
+			continue
+		}
+		k := nd.stepTurn(s, r, cur)
+		nd.waiting[o] = turnMemo{run: s, cur: cur, key: k, ok: true}
+		m = min(m, k)
+	}
+	return m
+}
+
+// stepTurn returns the key of the first shard change in rank r's part of
+// step s, or of the worker's later steps, for a consumer on shard cur
+// (noTurn: none).
+func (nd *node) stepTurn(s, r, cur int) int64 {
+	runs := nd.runs
+	prev := cur
+	for ; s < nd.sc.Steps(); s += nd.perRank {
+		from, to := nd.part(s, r)
+		k := sort.Search(len(runs), func(k int) bool { return runs[k].Start()+runs[k].Len() > from })
+		for ; k < len(runs) && runs[k].Start() < to; k++ {
+			if sh := runs[k].Shard(); sh != prev {
+				return turnKey(s, max(runs[k].Start(), from)-from, nd.perRank, nd.c.Plan.BatchSize)
+			}
+		}
+	}
+	return noTurn
 }
 
 // turnTime returns when chain c's next read can happen: with turns, a

@@ -236,6 +236,9 @@ func (it *Iterator) Next() bool {
 			}
 			it.release()
 			it.runPos.Store(p)
+			if it.turns != nil {
+				it.touch(shard) // the eviction order's last use, in the turn
+			}
 			// Under a cache limit the shard is read once its fetch has
 			// ended (synced and renamed): a fetch still committing a shard
 			// its consumer has passed would keep it from eviction for as
