@@ -391,16 +391,21 @@ func (c *conn) begin(ctx context.Context, req agentapi.Begin) (agentapi.Begun, e
 	spec := ep.Spec()
 	ahead := 0
 	if h.ds.opts.Cache != nil && h.ds.opts.Cache.Limit() > 0 {
-		// One shard ahead of the client: the bound the limit check above
-		// guarantees progress for. Sizing it to the room the limit leaves
-		// for this begin's shape (aheadFor) let iterations of other shapes
-		// on the same cache (a 0-worker epoch before a 2-worker one, other
-		// jobs) fill it, and a worker stalled (test_wds_dist, 1 CI run in
-		// 4); a larger read-ahead needs demand fetches to take precedence
-		// over other iterations' read-ahead first.
+		// One leased run ahead of the client: the bound the limit check
+		// above guarantees progress for. Sizing it to the room the limit
+		// leaves for this begin's shape (aheadFor) let iterations of other
+		// shapes on the same cache (a 0-worker epoch before a 2-worker
+		// one, other jobs) fill it, and a worker stalled (test_wds_dist, 1
+		// CI run in 4).
 		ahead = 1
 	}
-	it, err := startIteration(ep, req.World.Worker, req.Skip, h.ds.shardBytes, ahead)
+	// Past that run the iteration reads on where no download is needed,
+	// copying records that hold no lease (iteration_ahead.go); not where
+	// the rank's workers take turns (OrderAdmissions): there what each
+	// worker leases when follows the rank's order, which the simulator
+	// plays, and is left as it was.
+	readAhead := ahead > 0 && !(h.ds.opts.OrderAdmissions && req.World.NumWorkers > 1)
+	it, err := startIteration(ep, req.World.Worker, req.Skip, h.ds.shardBytes, ahead, readAhead)
 	if err != nil {
 		return agentapi.Begun{}, err
 	}
@@ -483,12 +488,14 @@ func (c *conn) get(ctx context.Context, req agentapi.Get) (any, []byte, error) {
 	return b, append(body, rec...), nil
 }
 
-// reply builds a batch reply from leased locations. Inlined records are
+// reply builds a batch reply from locations. Copied records (read ahead
+// under a cache limit) and inlined ones are sent in the reply, the latter
 // read here and their leases dropped at once; the others stay leased under
-// the batch ID until the client releases it.
+// the batch ID until the client releases it. A shard whose samples are all
+// sent inline is listed without a path, as get's.
 func (c *conn) reply(iter int, locs []location, done bool, inlineMax int) (any, []byte, error) {
 	b := agentapi.Batch{Op: agentapi.OpBatch, N: len(locs), Done: done}
-	refs := map[string]uint32{}
+	refs := map[int]uint32{}
 	body := make([]byte, 0, len(locs)*agentapi.EntrySize)
 	var inline []byte
 	var kept []location
@@ -500,14 +507,17 @@ func (c *conn) reply(iter int, locs []location, done bool, inlineMax int) (any, 
 	}()
 	for i, l := range locs {
 		e := agentapi.Entry{Sample: l.sample, Length: uint32(l.length)}
-		ref, ok := refs[l.path]
+		ref, ok := refs[l.shard]
 		if !ok {
 			ref = uint32(len(b.Shards))
-			refs[l.path] = ref
-			b.Shards = append(b.Shards, agentapi.BatchShard{Shard: l.shard, Path: l.path, Size: l.size})
+			refs[l.shard] = ref
+			b.Shards = append(b.Shards, agentapi.BatchShard{Shard: l.shard, Size: l.size})
 		}
-		e.Ref, e.Offset = ref, uint64(l.offset)
-		if l.length <= int64(inlineMax) {
+		switch {
+		case l.rec != nil:
+			e.Ref, e.Offset = ref|agentapi.InlineFlag, uint64(len(inline))
+			inline = append(inline, l.rec...)
+		case l.length <= int64(inlineMax):
 			if files == nil {
 				files = map[string]*os.File{}
 			}
@@ -530,7 +540,9 @@ func (c *conn) reply(iter int, locs []location, done bool, inlineMax int) (any, 
 			}
 			e.Ref, e.Offset = ref|agentapi.InlineFlag, uint64(start)
 			l.release()
-		} else {
+		default:
+			b.Shards[ref].Path = l.path
+			e.Ref, e.Offset = ref, uint64(l.offset)
 			kept = append(kept, l)
 		}
 		body = agentapi.AppendEntry(body, e)

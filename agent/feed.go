@@ -328,7 +328,7 @@ func (fi *feedIter) assemble(batch []location, recs [][]byte) (agentapi.FeedBatc
 			return agentapi.FeedBatch{}, 0, fmt.Errorf("%w: feed: a batch mixes shards of different columns (%v and %v); collate such datasets with next", agentapi.ErrInvalid, fi.ds.schemas[k0].ColumnNames, fi.ds.schemas[k].ColumnNames)
 		}
 		total += l.length
-		if i >= len(recs) {
+		if i >= len(recs) && l.rec == nil {
 			direct += l.length
 		}
 	}
@@ -350,8 +350,12 @@ func (fi *feedIter) assemble(batch []location, recs [][]byte) (agentapi.FeedBatc
 	var pos int64
 	for i, l := range batch {
 		ids[i] = l.sample
-		if i < len(recs) {
-			if values[i], err = p.split(recs[i], make([][]byte, 0, ncol)); err != nil {
+		if i < len(recs) || l.rec != nil {
+			rec := l.rec
+			if i < len(recs) {
+				rec = recs[i]
+			}
+			if values[i], err = p.split(rec, make([][]byte, 0, ncol)); err != nil {
 				return agentapi.FeedBatch{}, 0, fmt.Errorf("agent: feed: sample %d of %s: %w", l.sample, l.path, err)
 			}
 			continue

@@ -228,7 +228,7 @@ func BenchmarkFeedCopyOut(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	it, err := startIteration(ep, 0, 0, sd.shardBytes, 0)
+	it, err := startIteration(ep, 0, 0, sd.shardBytes, 0, false)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -110,9 +110,12 @@ func (fi *feedIter) slotFor(size int64) (*feedSlot, error) {
 // closes the shard files: nothing of the shards is held once it returns.
 // On error nothing was released.
 func (fi *feedIter) copyRecords(locs []location) error {
-	var need, have int64
+	var need, have, copied int64
 	for _, l := range locs {
 		need += l.length
+		if l.rec != nil {
+			copied += l.length
+		}
 	}
 	for _, r := range fi.recs {
 		have += int64(len(r))
@@ -120,15 +123,19 @@ func (fi *feedIter) copyRecords(locs []location) error {
 	if have+need > agentapi.MaxFeedBatch {
 		return fmt.Errorf("%w: feed batch holds more than %d bytes", agentapi.ErrInvalid, int64(agentapi.MaxFeedBatch))
 	}
-	if int64(cap(fi.held)-len(fi.held)) < need {
+	if read := need - copied; int64(cap(fi.held)-len(fi.held)) < read {
 		// A new arena; the records already copied keep the old one alive.
-		fi.held = make([]byte, 0, max(2*int64(cap(fi.held)), need))
+		fi.held = make([]byte, 0, max(2*int64(cap(fi.held)), read))
 	}
 	if fi.files == nil {
 		fi.files = map[string]*os.File{}
 	}
 	recs := make([][]byte, len(locs))
 	for i, l := range locs {
+		if l.rec != nil {
+			recs[i] = l.rec // copied by the producer, no lease
+			continue
+		}
 		f, ok := fi.files[l.path]
 		if !ok {
 			var err error

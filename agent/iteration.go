@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicedata/sluice/stream"
@@ -22,6 +23,10 @@ type location struct {
 	size   int64  // size of that file in bytes
 	offset int64  // of the sample's record in the file
 	length int64  // of the record
+	// rec is a copy of the record when the location holds no lease (read
+	// ahead under a cache limit, see iteration_ahead.go); path and offset
+	// are then unset.
+	rec []byte
 	// release drops the lease; it must be called exactly once.
 	release func()
 }
@@ -36,14 +41,23 @@ type iteration struct {
 	cancel context.CancelFunc
 	// taken is signalled (without blocking) each time take dequeues.
 	taken chan struct{}
+	// copied counts the bytes of copied records (location.rec) in ch.
+	copied atomic.Int64
+	// takenN counts the locations taken by takes that have returned: the
+	// producer starts a leased run only once every earlier one is taken
+	// so, never while a take is draining the buffer, so that one reply
+	// carries the leases of at most one run (iteration_ahead.go).
+	takenN atomic.Int64
 }
 
 // startIteration starts the iteration of one worker of ep, dropping its
 // first skip samples. sizes gives each shard's raw file size. With ahead
-// > 0 (the cache has a limit), the iteration's buffer holds locations of
-// at most ahead shards the client has not finished taking (see run); 0
-// means no bound.
-func startIteration(ep *stream.Epoch, worker int, skip int64, sizes []int64, ahead int) (*iteration, error) {
+// > 0 (the cache has a limit), the iteration's buffer holds leased
+// locations of at most ahead runs of a shard the client has not finished
+// taking, and with readAhead copies of the records past them where no
+// download is needed (see iteration_ahead.go); 0 means no bound, every
+// location leased.
+func startIteration(ep *stream.Epoch, worker int, skip int64, sizes []int64, ahead int, readAhead bool) (*iteration, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sit, err := ep.Iter(ctx, worker)
 	if err != nil {
@@ -52,11 +66,11 @@ func startIteration(ep *stream.Epoch, worker int, skip int64, sizes []int64, ahe
 	}
 	it := &iteration{ch: make(chan location, iterBuffer), done: make(chan struct{}), cancel: cancel,
 		taken: make(chan struct{}, 1)}
-	go it.run(ctx, sit, skip, sizes, ahead)
+	go it.run(ctx, sit, skip, &producer{it: it, sizes: sizes, ahead: ahead, copy: readAhead, run: -1})
 	return it, nil
 }
 
-func (it *iteration) run(ctx context.Context, sit *stream.Iterator, skip int64, sizes []int64, ahead int) {
+func (it *iteration) run(ctx context.Context, sit *stream.Iterator, skip int64, p *producer) {
 	defer close(it.done)
 	defer sit.Close()
 	// The skipped samples were delivered before (a client resuming after
@@ -68,66 +82,13 @@ func (it *iteration) run(ctx context.Context, sit *stream.Iterator, skip int64, 
 		}
 		return
 	}
-	lastShard := -1
-	var pushed int64 // locations sent to the buffer
-	var ends []int64 // for each earlier shard still in the buffer, pushed at its end
-	for sit.Next() {
-		loc, err := sit.Location()
-		if err != nil {
-			it.err = err
-			return
-		}
-		// Under a cache limit, the buffer holds at most ahead shards the
-		// client has not finished taking: every buffered location holds a
-		// lease, and leases that run far ahead on every worker can fill the
-		// limit so that another worker's next shard never finds room. The
-		// agent passes 1 under a limit (see begin).
-		if ahead > 0 && loc.Shard != lastShard && lastShard >= 0 {
-			ends = append(ends, pushed)
-			if !it.waitShards(ctx, &ends, pushed, ahead) {
-				loc.Release()
-				return
-			}
-		}
-		lastShard = loc.Shard
-		var size int64
-		if loc.Shard >= 0 && loc.Shard < len(sizes) {
-			size = sizes[loc.Shard]
-		}
-		l := location{sample: loc.Sample, shard: loc.Shard, path: loc.Path, size: size,
-			offset: loc.Offset, length: loc.Length, release: loc.Release}
-		select {
-		case it.ch <- l:
-			pushed++
-		case <-ctx.Done():
-			l.release()
+	for p.advance(ctx, sit) && sit.Next() {
+		if !p.push(ctx, sit) {
 			return
 		}
 	}
 	if err := sit.Err(); err != nil && ctx.Err() == nil {
 		it.err = err
-	}
-}
-
-// waitShards waits until fewer than ahead earlier shards still have
-// locations in the buffer. ends holds, oldest first, the count of
-// locations pushed when each such shard ended; the client has taken a
-// shard's locations once pushed minus the buffer's length reaches its end.
-// False when ctx ended first.
-func (it *iteration) waitShards(ctx context.Context, ends *[]int64, pushed int64, ahead int) bool {
-	for {
-		taken := pushed - int64(len(it.ch))
-		for len(*ends) > 0 && (*ends)[0] <= taken {
-			*ends = (*ends)[1:]
-		}
-		if len(*ends) < ahead {
-			return true
-		}
-		select {
-		case <-it.taken:
-		case <-ctx.Done():
-			return false
-		}
 	}
 }
 
@@ -158,16 +119,31 @@ func (it *iteration) take(ctx context.Context, n int, wait time.Duration) ([]loc
 			return nil, false, ctx.Err()
 		}
 	}
-	defer func() {
+	signal := func() {
 		select {
 		case it.taken <- struct{}{}:
 		default:
 		}
+	}
+	defer func() {
+		it.takenN.Add(int64(len(out)))
+		signal()
 	}()
+	// Copied records are counted out of the buffer as they leave it, and a
+	// reply carries at most about copyBudget bytes of them.
+	var copied int64
+	count := func(l location) {
+		if l.rec != nil {
+			copied += int64(len(l.rec))
+			it.copied.Add(-int64(len(l.rec)))
+		}
+	}
+	count(out[0])
 	yielded := false
-	for len(out) < n {
+	for len(out) < n && copied < copyBudget {
 		select {
 		case l := <-it.ch:
+			count(l)
 			out = append(out, l)
 			continue
 		default:
@@ -178,6 +154,7 @@ func (it *iteration) take(ctx context.Context, n int, wait time.Duration) ([]loc
 		// Give the producer one chance to refill before answering with a
 		// short batch: short batches cost the client a round trip each.
 		yielded = true
+		signal()
 		runtime.Gosched()
 	}
 	return out, false, nil

@@ -154,6 +154,29 @@ func (d *Dataset) Coming(shard int) bool {
 	return here || d.Present(shard)
 }
 
+// Local reports whether a lease on shard would be granted now without a
+// fetch or a wait: the shard is held in this process (leased on its file
+// in place, or idle) or its files are present, and no fetch of it is in
+// flight. A reader running ahead of its consumer asks it so as to go on
+// only where it takes no room and waits for nothing (the agent's
+// read-ahead under a limit). Like Present, it is a snapshot: another
+// process may evict the shard right after, and a lease then fetches it.
+func (d *Dataset) Local(shard int) bool {
+	if shard < 0 || shard >= len(d.st) {
+		return false
+	}
+	c := d.c
+	c.mu.Lock()
+	st := &d.st[shard]
+	flying := st.flight != nil
+	held := st.idle != nil || (st.refs > 0 && st.f != nil && !st.early && !st.temp)
+	c.mu.Unlock()
+	if flying {
+		return false
+	}
+	return held || d.Present(shard)
+}
+
 // start joins the shard's in-process flight or starts one, downloading
 // through via (nil: the Source's Bucket).
 func (d *Dataset) start(shard int, distance int64, demand bool, via storage.Bucket) *flight {

@@ -1,0 +1,173 @@
+package agent
+
+import (
+	"context"
+
+	"github.com/sluicedata/sluice/stream"
+)
+
+// Read-ahead under a cache limit.
+//
+// A buffered location holds its shard's lease until the client releases
+// the batch that carries it, and every lease keeps a shard from eviction.
+// Under a limit an iteration therefore keeps leased, in its buffer, at most
+// ahead runs of samples of one shard that the client has not finished
+// taking (servedShards in begin counts them): leases that ran far ahead on
+// every worker filled the limit, and another worker's next shard found no
+// room (sizing the bound to the room the limit leaves stalled workers of
+// other iterations on the same cache).
+//
+// A shuffled epoch changes shard at nearly every sample, so that bound
+// alone made a reply of about one sample, each costing the client a round
+// trip. Past the bound the producer reads on only where the next sample's
+// shard is local (stream.Iterator.NextLocal: open, held or present, no
+// fetch in flight), so running ahead never downloads a shard nor waits for
+// room; it copies the records it reads there (the stream holds a shard's
+// lease only while it reads it, as its current shard) and buffers the
+// copies, which hold no lease, up to copyBudget bytes. A reply then
+// carries many samples, the copied ones inline, and what a client holds
+// leased is at most what it held before. Where the next shard is not
+// local the producer waits, as before, for the client to take the leased
+// run; then that shard is the client's next, fetched on demand.
+//
+// Who waits on whom: the producer waits for the client's takes (the taken
+// signal) or the iteration's end (ctx), never for room on behalf of
+// samples the client has not asked for beyond the one leased run; a take
+// waits at most its request's wait for the producer. Demand fetches wait
+// for room only against leases of runs clients were sent or are about to
+// be sent, which they release as they read.
+const (
+	// copyBudget bounds the bytes of copied records an iteration keeps in
+	// its buffer, and those one reply carries.
+	copyBudget = 2 << 20
+	// copyMax is the largest record copied; a larger one waits for the
+	// leased bound as before (its round trip is small beside its bytes).
+	copyMax = 256 << 10
+	// copyChunk is the size of the blocks copies are cut from.
+	copyChunk = 64 << 10
+)
+
+// producer is the state of an iteration's producer goroutine.
+type producer struct {
+	it    *iteration
+	sizes []int64
+	ahead int
+	copy  bool // read on past the leased run, copying (see above)
+	// run is the shard of the leased run being pushed: the last location
+	// pushed was leased, of this shard. -1 when the last was a copy.
+	run    int
+	pushed int64   // locations sent to the buffer
+	ends   []int64 // for each earlier leased run still in the buffer, pushed at its end
+	chunk  []byte  // the block copies are cut from
+}
+
+// noRelease is the release of a location that holds no lease.
+func noRelease() {}
+
+// advance waits until the producer may move to the next sample: without a
+// limit at once; under one, once fewer than ahead earlier leased runs are
+// untaken (Next may then fetch: the client's next shard), or, reading
+// ahead, while the next sample is local and the copies leave room. False
+// when ctx ended.
+func (p *producer) advance(ctx context.Context, sit *stream.Iterator) bool {
+	if p.ahead == 0 {
+		return true
+	}
+	for {
+		if p.untaken() < p.ahead || (p.copy && p.it.copied.Load() < copyBudget && sit.NextLocal()) {
+			return true
+		}
+		select {
+		case <-p.it.taken:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// untaken returns how many earlier leased runs are not taken yet: a run is
+// taken once the takes that have returned reach its end (not while one
+// drains the buffer: see iteration.takenN).
+func (p *producer) untaken() int {
+	taken := p.it.takenN.Load()
+	for len(p.ends) > 0 && p.ends[0] <= taken {
+		p.ends = p.ends[1:]
+	}
+	return len(p.ends)
+}
+
+// push sends the iterator's current sample to the buffer, leased or (past
+// the leased bound, under a limit) copied. False when the iteration ends:
+// its context ended or the location failed (it.err).
+func (p *producer) push(ctx context.Context, sit *stream.Iterator) bool {
+	shard, _ := sit.Shard()
+	if p.ahead == 0 || shard == p.run {
+		return p.pushLeased(ctx, sit, shard)
+	}
+	if p.run >= 0 {
+		p.ends = append(p.ends, p.pushed)
+		p.run = -1
+	}
+	for {
+		if p.untaken() < p.ahead {
+			p.run = shard
+			return p.pushLeased(ctx, sit, shard)
+		}
+		if rec := sit.Record(); p.copy && len(rec) <= copyMax && p.it.copied.Load()+int64(len(rec)) <= copyBudget {
+			return p.pushCopy(ctx, sit, shard, rec)
+		}
+		select {
+		case <-p.it.taken:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (p *producer) size(shard int) int64 {
+	if shard >= 0 && shard < len(p.sizes) {
+		return p.sizes[shard]
+	}
+	return 0
+}
+
+// pushLeased sends the current sample's location with its own lease.
+func (p *producer) pushLeased(ctx context.Context, sit *stream.Iterator, shard int) bool {
+	loc, err := sit.Location()
+	if err != nil {
+		p.it.err = err
+		return false
+	}
+	l := location{sample: loc.Sample, shard: loc.Shard, path: loc.Path, size: p.size(shard),
+		offset: loc.Offset, length: loc.Length, release: loc.Release}
+	select {
+	case p.it.ch <- l:
+		p.pushed++
+		return true
+	case <-ctx.Done():
+		l.release()
+		return false
+	}
+}
+
+// pushCopy sends a copy of the current sample's record, rec.
+func (p *producer) pushCopy(ctx context.Context, sit *stream.Iterator, shard int, rec []byte) bool {
+	n := len(rec)
+	if cap(p.chunk)-len(p.chunk) < n {
+		// A new block; the copies cut from the old one keep it alive
+		// until they are sent.
+		p.chunk = make([]byte, 0, max(copyChunk, n))
+	}
+	start := len(p.chunk)
+	p.chunk = append(p.chunk, rec...)
+	l := location{sample: sit.ID(), shard: shard, size: p.size(shard), length: int64(n),
+		rec: p.chunk[start : start+n : start+n], release: noRelease}
+	p.it.copied.Add(int64(n))
+	select {
+	case p.it.ch <- l:
+		p.pushed++
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

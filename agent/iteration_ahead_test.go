@@ -1,0 +1,262 @@
+package agent
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicedata/sluice/agentapi"
+)
+
+// reader reads one worker's iteration batch by batch as the Python client
+// does without a feed: each request releases the batch before it. It checks
+// every record (inline or read from its shard file at the announced
+// offset) and counts the replies and the shards a reply leases.
+type reader struct {
+	t       *testing.T
+	c       *agentapi.Client
+	iter    int
+	max     int
+	prev    int64
+	ids     []int64
+	replies int // replies with samples
+	leased  int // the most shards one reply leased (entries not inline)
+	done    bool
+	files   map[string][]byte
+}
+
+func newReader(t *testing.T, c *agentapi.Client, iter, max int) *reader {
+	return &reader{t: t, c: c, iter: iter, max: max, files: map[string][]byte{}}
+}
+
+// next asks for one batch and reports how many samples it carried (0: the
+// agent had none ready within its wait, or the iteration ended).
+func (r *reader) next() int {
+	r.t.Helper()
+	req := agentapi.Next{Iter: r.iter, Max: r.max}
+	if r.prev != 0 {
+		req.Release = []int64{r.prev}
+	}
+	b, err := r.c.Next(context.Background(), req)
+	if err != nil {
+		r.t.Fatalf("next of iteration %d after %d samples: %v", r.iter, len(r.ids), err)
+	}
+	r.prev = b.ID
+	if b.Done {
+		r.done = true
+		return 0
+	}
+	if len(b.Entries) > 0 {
+		r.replies++
+	}
+	leased := map[uint32]bool{}
+	for _, e := range b.Entries {
+		var rec []byte
+		if e.Ref&agentapi.InlineFlag != 0 {
+			rec = b.Inline[e.Offset : e.Offset+uint64(e.Length)]
+		} else {
+			leased[e.Ref] = true
+			p := b.Shards[e.Ref].Path
+			// Read while leased: the file may be evicted once released.
+			data, err := os.ReadFile(p)
+			if err != nil {
+				r.t.Fatalf("iteration %d, sample %d (%d taken, reply of %d with %d shards, batch %d): %v", r.iter, e.Sample, len(r.ids), len(b.Entries), len(b.Shards), b.ID, err)
+			}
+			rec = data[e.Offset : e.Offset+uint64(e.Length)]
+		}
+		// Record: u32 len(text), i64 id, text.
+		if got := int64(binary.LittleEndian.Uint64(rec[4:12])); got != e.Sample {
+			r.t.Fatalf("record of sample %d holds id %d", e.Sample, got)
+		}
+		if got, want := string(rec[12:]), fmt.Sprintf("sample %d", e.Sample); got != want {
+			r.t.Fatalf("record of sample %d holds text %q", e.Sample, got)
+		}
+		r.ids = append(r.ids, e.Sample)
+	}
+	r.leased = max(r.leased, len(leased))
+	return len(b.Entries)
+}
+
+// begin opens the harness's dataset under limit on c for world in job and
+// begins its next epoch.
+func begin(t *testing.T, h *harness, c *agentapi.Client, limit int64, job, round string, w agentapi.World) int {
+	t.Helper()
+	ctx := context.Background()
+	spec := h.dataset()
+	spec.CacheLimit = fmt.Sprint(limit)
+	op, err := c.Open(ctx, agentapi.Open{Dataset: spec, Job: job, World: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Begin(ctx, agentapi.Begin{Handle: op.Handle, World: w, Round: round})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.Iter
+}
+
+// TestLimitedShuffledRepliesCarryManySamples: under a cache limit a
+// shuffled epoch (py1e changes shard at nearly every sample) is served in
+// replies of many samples, in the plan's order, each record intact, while
+// a reply leases at most one shard (the rest is copied inline); under a
+// limit of a few shards that evicts through the epoch, the same order and
+// lease bound. The agent used to answer about one sample a reply
+// there (1.0 in BenchmarkAgentWarmShuffled/limited).
+func TestLimitedShuffledRepliesCarryManySamples(t *testing.T) {
+	for _, room := range []int{0, servedShards + 2} {
+		name := "holds the data"
+		if room > 0 {
+			name = fmt.Sprintf("%d shards", room)
+		}
+		t.Run(name, func(t *testing.T) {
+			h := startAgentShards(t, 3000, 1<<10, nil)
+			limit, total, _ := limitFor(t, h.remote, room)
+			if room == 0 {
+				limit = 2 * total
+			} else if limit >= total {
+				t.Fatalf("limit %d not under the data %d", limit, total)
+			}
+			w := agentapi.World{WorldSize: 1, LocalWorldSize: 1, NumWorkers: 1}
+			want := planIDs(t, h, 2, w)
+			c := h.dial()
+			for epoch := range 2 {
+				r := newReader(t, c, begin(t, h, c, limit, "j", "", w), 256)
+				for deadline := time.Now().Add(60 * time.Second); !r.done; {
+					if time.Now().After(deadline) {
+						t.Fatalf("epoch %d: %d samples in 60 s", epoch, len(r.ids))
+					}
+					r.next()
+				}
+				if !slices.Equal(r.ids, want[epoch]) {
+					t.Fatalf("epoch %d: %d samples not in the plan's order (%d planned)", epoch, len(r.ids), len(want[epoch]))
+				}
+				per := float64(len(r.ids)) / float64(r.replies)
+				t.Logf("epoch %d: %d samples in %d replies (%.1f a reply), at most %d shards leased a reply", epoch, len(r.ids), r.replies, per, r.leased)
+				// Evicting, the producer waits for a download at nearly
+				// every sample and a reply carries what is ready.
+				if room == 0 && per < 16 {
+					t.Errorf("epoch %d: %.1f samples a reply, want many (batches of 256)", epoch, per)
+				}
+				if r.leased > 1 {
+					t.Errorf("epoch %d: a reply leased %d shards, want at most 1", epoch, r.leased)
+				}
+			}
+		})
+	}
+}
+
+// limitedPlan returns, for each worker of a rank's iteration of workers
+// workers, its samples of epoch in the plan's order.
+func limitedPlan(t *testing.T, h *harness, epoch, workers int) [][]int64 {
+	t.Helper()
+	out := make([][]int64, workers)
+	for w := range workers {
+		out[w] = planIDs(t, h, epoch+1, agentapi.World{WorldSize: 1, LocalWorldSize: 1, Worker: w, NumWorkers: workers})[epoch]
+	}
+	return out
+}
+
+// TestLimitedShapesShareTheCache plays what stalled a worker when the
+// read-ahead under a limit was sized to the room the limit leaves for an
+// iteration's shape: on one limited cache, a 0-worker iteration in the
+// training process that took a batch and stays open (next(iter(ds))), a
+// 2-worker DataLoader epoch read strictly in turn (the training loop waits
+// for worker 0's batch, then worker 1's), and another job's 1-worker epoch
+// beside them. The limit holds what each iteration may lease
+// (servedShards) plus one shard being fetched, not more: read-ahead that
+// leased shards filled it and a worker's next shard found no room. Both
+// epochs complete, each worker's samples in the plan's order, every
+// sample once.
+func TestLimitedShapesShareTheCache(t *testing.T) {
+	h := startAgentShards(t, 2000, 1<<10, &Options{Wait: 100 * time.Millisecond})
+	limit, total, _ := limitFor(t, h.remote, (1+2+1)*servedShards+1)
+	if limit >= total {
+		t.Fatalf("limit %d not under the data %d", limit, total)
+	}
+	// The training process's peek: one batch taken and held.
+	pc := h.dial()
+	peek := newReader(t, pc, begin(t, h, pc, limit, "train", "peek", agentapi.World{WorldSize: 1, LocalWorldSize: 1}), 4)
+	for peek.next() == 0 {
+		if peek.done {
+			t.Fatal("the peek's iteration ended empty")
+		}
+	}
+	workers := make([]*reader, 2)
+	for w := range workers {
+		c := h.dial()
+		workers[w] = newReader(t, c, begin(t, h, c, limit, "train", "loader", agentapi.World{WorldSize: 1, LocalWorldSize: 1, Worker: w, NumWorkers: 2}), 8)
+	}
+	oc := h.dial()
+	other := newReader(t, oc, begin(t, h, oc, limit, "other", "", agentapi.World{WorldSize: 1, LocalWorldSize: 1}), 8)
+	deadline := time.Now().Add(60 * time.Second)
+	for turn := 0; !workers[0].done || !workers[1].done || !other.done; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no end within 60 s: workers at %d and %d samples (worker %d's turn), the other job at %d (limit %d bytes)",
+				len(workers[0].ids), len(workers[1].ids), turn, len(other.ids), limit)
+		}
+		if !other.done {
+			other.next()
+		}
+		w := workers[turn]
+		if w.done || w.next() > 0 {
+			turn = 1 - turn
+		}
+	}
+	// The peek began epoch 0 of the training job's rank; the loader's
+	// workers play epoch 1.
+	want := limitedPlan(t, h, 1, 2)
+	for w, r := range workers {
+		if !slices.Equal(r.ids, want[w]) {
+			t.Errorf("worker %d: %d samples not in the plan's order (%d planned)", w, len(r.ids), len(want[w]))
+		}
+	}
+	all := slices.Concat(workers[0].ids, workers[1].ids)
+	slices.Sort(all)
+	if len(all) != 2000 || len(slices.Compact(all)) != 2000 {
+		t.Errorf("the loader's epoch gave %d samples, %d distinct; want 2000 once each", len(all), len(slices.Compact(all)))
+	}
+	if want := limitedPlan(t, h, 0, 1)[0]; !slices.Equal(other.ids, want) {
+		t.Errorf("the other job: %d samples not in the plan's order (%d planned)", len(other.ids), len(want))
+	}
+}
+
+// TestLimitedSlowWorkerDoesNotStallOthers: under the smallest limit begin
+// accepts for 2 workers, worker 1 takes a batch and then stops asking (a
+// DataLoader worker whose batches the training loop does not want yet)
+// while worker 0 reads its whole epoch; then worker 1 goes on. Worker 1's
+// read-ahead must not keep worker 0's shards from the cache meanwhile.
+func TestLimitedSlowWorkerDoesNotStallOthers(t *testing.T) {
+	h := startAgentShards(t, 2000, 1<<10, &Options{Wait: 100 * time.Millisecond})
+	limit, total, _ := limitFor(t, h.remote, 2*servedShards+1)
+	if limit >= total {
+		t.Fatalf("limit %d not under the data %d", limit, total)
+	}
+	workers := make([]*reader, 2)
+	for w := range workers {
+		c := h.dial()
+		workers[w] = newReader(t, c, begin(t, h, c, limit, "j", "loader", agentapi.World{WorldSize: 1, LocalWorldSize: 1, Worker: w, NumWorkers: 2}), 16)
+	}
+	read := func(r *reader, stopAt int) {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); !r.done && len(r.ids) < stopAt; {
+			if time.Now().After(deadline) {
+				t.Fatalf("no progress within 60 s: workers at %d and %d samples (limit %d bytes)", len(workers[0].ids), len(workers[1].ids), limit)
+			}
+			r.next()
+		}
+	}
+	read(workers[1], 1)
+	time.Sleep(200 * time.Millisecond) // worker 1's producer runs ahead meanwhile, as far as it may
+	read(workers[0], 1<<30)
+	read(workers[1], 1<<30)
+	want := limitedPlan(t, h, 0, 2)
+	for w, r := range workers {
+		if !slices.Equal(r.ids, want[w]) {
+			t.Errorf("worker %d: %d samples not in the plan's order (%d planned)", w, len(r.ids), len(want[w]))
+		}
+	}
+}
