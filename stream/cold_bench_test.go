@@ -376,11 +376,16 @@ func coldPass(b *testing.B, reg *storage.Registry, local string, samples, size i
 // x-2GETs-discard compares with the same GETs read into a reused buffer
 // and discarded, the floor.
 func BenchmarkColdS3FirstSample(b *testing.B) {
-	bk := openBenchS3(b, "ttfs")
+	fm := &flightMeter{Bucket: openBenchS3(b, "ttfs")}
+	bk := storage.Bucket(fm)
 	src := benchDataset(b, 640, 100<<10, 4<<20, "")
 	uploadDir(b, src, bk)
 	reg := &storage.Registry{}
-	reg.Register("bench", func(context.Context, *url.URL) (storage.Bucket, error) { return nopCloser{bk}, nil })
+	reg.Register("bench", func(context.Context, *url.URL) (storage.Bucket, error) { return fm, nil })
+	// What the first sample spends besides its two requests: before the
+	// index is asked for, and between the index's read and the first
+	// shard's request (from the metering bucket), each pass's.
+	var before, between []float64
 	ctx := context.Background()
 	ref := func() time.Duration {
 		start := time.Now()
@@ -412,6 +417,7 @@ func BenchmarkColdS3FirstSample(b *testing.B) {
 	}
 	first := func() time.Duration {
 		local := b.TempDir()
+		fm.reset()
 		start := time.Now()
 		ds, err := stream.Open(ctx, &stream.Options{Remote: "bench://x", Local: local, Registry: reg, BatchSize: 32})
 		if err != nil {
@@ -431,6 +437,10 @@ func BenchmarkColdS3FirstSample(b *testing.B) {
 			b.Fatal(it.Err())
 		}
 		d := time.Since(start)
+		if bi, bt := fm.gaps(); bi >= 0 {
+			before = append(before, float64(bi.Microseconds())/1e3)
+			between = append(between, float64(bt.Microseconds())/1e3)
+		}
 		if it.ID() != 0 {
 			b.Fatalf("first sample is %d, want 0", it.ID())
 		}
@@ -439,6 +449,7 @@ func BenchmarkColdS3FirstSample(b *testing.B) {
 	ref()
 	floor()
 	first()
+	before, between = before[:0], between[:0]
 	var refSum, floorSum, firstSum time.Duration
 	var ratios, floorRatios []float64
 	b.ResetTimer()
@@ -474,4 +485,10 @@ func BenchmarkColdS3FirstSample(b *testing.B) {
 	b.ReportMetric(ratios[len(ratios)/2], "median-x-2GETs")
 	slices.Sort(floorRatios)
 	b.ReportMetric(floorRatios[len(floorRatios)/2], "median-x-2GETs-discard")
+	if len(before) > 0 {
+		slices.Sort(before)
+		slices.Sort(between)
+		b.ReportMetric(before[len(before)/2], "median-ms-before-index-GET")
+		b.ReportMetric(between[len(between)/2], "median-ms-between-GETs")
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/storage"
 )
 
@@ -23,6 +24,9 @@ type flightMeter struct {
 	start  time.Time     // of the reset
 	first  time.Duration // from the reset to the first shard read's request
 	shards int           // shard reads (not the index) since the reset
+	// indexAsked and indexRead are the times from the reset to the
+	// first index read's request and to its reader's Close.
+	indexAsked, indexRead time.Duration
 }
 
 // Close leaves the shared bucket open.
@@ -33,6 +37,20 @@ func (m *flightMeter) reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.start, m.last, m.area, m.first, m.shards = time.Now(), time.Now(), 0, 0, 0
+	m.indexAsked, m.indexRead = -1, -1
+}
+
+// gaps returns, since the reset, the time before the index was asked for
+// and the time from the end of its read to the first shard read's
+// request: what a reader spends besides the two requests of its first
+// sample (both -1 when either request was not seen).
+func (m *flightMeter) gaps() (beforeIndex, between time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.indexAsked < 0 || m.indexRead < 0 || m.shards == 0 {
+		return -1, -1
+	}
+	return m.indexAsked, m.first - m.indexRead
 }
 
 // mean returns the mean number of reads in flight from the reset to d
@@ -53,7 +71,12 @@ func (m *flightMeter) change(d int, key string) {
 	m.area += time.Duration(m.now) * t.Sub(m.last)
 	m.last = t
 	m.now += d
-	if d > 0 && key != "index.json" {
+	switch {
+	case key == format.IndexFile && d > 0 && m.indexAsked < 0:
+		m.indexAsked = t.Sub(m.start)
+	case key == format.IndexFile && d < 0 && m.indexRead < 0:
+		m.indexRead = t.Sub(m.start)
+	case d > 0 && key != format.IndexFile:
 		if m.shards == 0 {
 			m.first = t.Sub(m.start)
 		}
@@ -69,18 +92,19 @@ func (m *flightMeter) NewRangeReader(ctx context.Context, key string, off, n int
 		m.change(-1, "")
 		return nil, err
 	}
-	return &meteredReader{ReadCloser: r, m: m}, nil
+	return &meteredReader{ReadCloser: r, m: m, key: key}, nil
 }
 
 // meteredReader ends its read's count at its first Close.
 type meteredReader struct {
 	io.ReadCloser
 	m    *flightMeter
+	key  string
 	once sync.Once
 }
 
 func (r *meteredReader) Close() error {
-	r.once.Do(func() { r.m.change(-1, "") })
+	r.once.Do(func() { r.m.change(-1, r.key) })
 	return r.ReadCloser.Close()
 }
 
