@@ -543,6 +543,9 @@ func (c *conn) reply(iter int, locs []location, done bool, inlineMax int) (any, 
 		default:
 			b.Shards[ref].Path = l.path
 			e.Ref, e.Offset = ref, uint64(l.offset)
+			if kept == nil {
+				kept = make([]location, 0, len(locs)-i)
+			}
 			kept = append(kept, l)
 		}
 		body = agentapi.AppendEntry(body, e)

@@ -96,7 +96,9 @@ func (it *iteration) run(ctx context.Context, sit *stream.Iterator, skip int64, 
 // none arrives it returns none and done false. At the end of the iteration
 // it returns done true, or the producer's error.
 func (it *iteration) take(ctx context.Context, n int, wait time.Duration) ([]location, bool, error) {
-	var out []location
+	// Sized to what is buffered now: a reply takes about that much, and
+	// growing the slice by appends copied every location twice.
+	out := make([]location, 0, min(n, len(it.ch)+1))
 	select {
 	case l := <-it.ch:
 		out = append(out, l)
