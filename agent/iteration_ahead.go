@@ -153,9 +153,10 @@ func (p *producer) pushLeased(ctx context.Context, sit *stream.Iterator, shard i
 // pushCopy sends a copy of the current sample's record, rec.
 func (p *producer) pushCopy(ctx context.Context, sit *stream.Iterator, shard int, rec []byte) bool {
 	n := len(rec)
-	if cap(p.chunk)-len(p.chunk) < n {
+	if p.chunk == nil || cap(p.chunk)-len(p.chunk) < n {
 		// A new block; the copies cut from the old one keep it alive
-		// until they are sent.
+		// until they are sent. (Never nil: an empty record's copy must
+		// still be a non-nil slice, which marks the location copied.)
 		p.chunk = make([]byte, 0, max(copyChunk, n))
 	}
 	start := len(p.chunk)
