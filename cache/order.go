@@ -12,8 +12,9 @@ import (
 // order that their plan defines, not their scheduling: the DataLoader
 // workers of one rank, whose shard changes (the release of one shard and
 // the lease or fetch of the next) decide what the cache holds, evicts and
-// downloads. Each member has a next turn, named by a key (the position in
-// the order the training loop consumes the rank's samples); a member's
+// downloads. Each member has a next turn, named by a key (a position in an
+// order of the rank's samples that the plan sets, see stream's
+// WorkerGroup); a member's
 // turn at key k comes once every other member's next turn is later (by
 // key, then by member), so the cache's state at each decision is a
 // function of the plan.

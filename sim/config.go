@@ -150,8 +150,9 @@ type Config struct {
 	PrefetchFactor int
 	// OrderAdmissions models stream.Options' OrderAdmissions: under a
 	// cache limit the DataLoader workers of a rank take their shard
-	// changes in turn, in the order the training loop consumes them (see
-	// stream.WorkerGroup). Unused with RankIterator or one worker.
+	// changes in turn, sample by sample, each worker a step behind the
+	// one before (see stream.WorkerGroup). Unused with RankIterator or one
+	// worker.
 	OrderAdmissions bool
 	// WorkerStart is the time from the training loop's start (iter over
 	// the DataLoader) until each DataLoader worker can send its first

@@ -69,8 +69,8 @@ type Options struct {
 	CacheLimit int64
 	// OrderAdmissions makes the DataLoader workers of a rank (Epoch.Iter
 	// of an epoch with several workers) take their shard changes in turn
-	// under a cache limit, in the order the training loop consumes them
-	// (see WorkerGroup): what the cache evicts and downloads again is
+	// under a cache limit, sample by sample, each worker a step behind the
+	// one before (see WorkerGroup): what the cache evicts and downloads again is
 	// then the same on every run, and `sluice simulate --order-admissions`
 	// predicts it exactly. A worker's prefetch walk then runs in its
 	// turns alone (not when a fetch frees a slot), and it has no

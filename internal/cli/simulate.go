@@ -128,7 +128,7 @@ prefetch_factor (batches a worker may read ahead of the training loop).`,
 	fl.DurationVar(&f.decodeCost, "decode-cost", 0, "CPU time per sample in a DataLoader worker")
 	fl.DurationVar(&f.workerStart, "worker-start", 40*time.Millisecond, "time from the training loop's start until each DataLoader worker sends its first request, every epoch (the Python client's process start and agent handshake; 30-45 ms measured at load ~4, more on a loaded machine; unused with --rank-iterator)")
 	fl.BoolVar(&f.rankIterator, "rank-iterator", false, "model sluice stream (one iterator per rank) instead of the agent")
-	fl.BoolVar(&f.orderAdmissions, "order-admissions", false, "model stream's OrderAdmissions (StreamingDataset(order_admissions=True)): under a cache limit a rank's DataLoader workers take their shard changes in turn, in the training loop's order (downloads then exact)")
+	fl.BoolVar(&f.orderAdmissions, "order-admissions", false, "model stream's OrderAdmissions (StreamingDataset(order_admissions=True)): under a cache limit a rank's DataLoader workers take their shard changes in turn, in an order the plan sets (downloads then exact)")
 	fl.StringVar(&f.vary, "vary", "", fmt.Sprintf("compare settings: KEY=V1,V2,... (at most %d values)", simMaxVary))
 	fl.BoolVar(&f.searchLimit, "search-min-cache", false, "search the smallest cache limit with no stall (on node 0)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the reports as JSON")
