@@ -100,25 +100,39 @@ func (nd *node) turnMins() {
 		nd.busy[c.origin] = nd.busy[c.origin] || !c.done
 	}
 	for r := range nd.minTurn {
-		nd.minTurn[r] = min(nd.minTurn[r], nd.waitingTurns(r))
+		if nd.minTurn[r] >= nd.notBegun() {
+			nd.minTurn[r] = min(nd.minTurn[r], nd.waitingTurns(r))
+		}
 	}
+}
+
+// notBegun returns a bound below every key of the steps not begun (the
+// first of them at offset 0): a rank's begun chains with a turn below it
+// need not look at its waiting workers.
+func (nd *node) notBegun() int64 {
+	return int64(nd.begun) * int64(max(nd.c.Plan.BatchSize, 1)) * int64(max(nd.perRank, 1))
 }
 
 // turnMinsRank sets rank r's earliest next shard change afresh (see
 // turnMins), over its chains (nd.rankChains, kept by readUntil).
 func (nd *node) turnMinsRank(r int) {
 	m := int64(noTurn)
-	for w := range nd.perRank {
-		nd.busy[r*nd.perRank+w] = false
-	}
 	for _, i := range nd.rankChains[r] {
-		c := &nd.chains[i]
-		if k, _ := nd.nextTurn(c); k < m {
+		if k, _ := nd.nextTurn(&nd.chains[i]); k < m {
 			m = k
 		}
-		nd.busy[c.origin] = nd.busy[c.origin] || !c.done
 	}
-	nd.minTurn[r] = min(m, nd.waitingTurns(r))
+	if m >= nd.notBegun() {
+		for w := range nd.perRank {
+			nd.busy[r*nd.perRank+w] = false
+		}
+		for _, i := range nd.rankChains[r] {
+			c := &nd.chains[i]
+			nd.busy[c.origin] = nd.busy[c.origin] || !c.done
+		}
+		m = min(m, nd.waitingTurns(r))
+	}
+	nd.minTurn[r] = m
 }
 
 // waitingTurns returns the earliest next shard change of rank r's workers
