@@ -84,6 +84,12 @@ var (
 	// ErrInvalidKey reports a key that breaks the rules in the package
 	// documentation (see ValidateKey).
 	ErrInvalidKey = errors.New("storage: invalid key")
+	// ErrChecksum reports a body that does not match the checksum the
+	// store sent with it (damage in transit). It surfaces when the body
+	// ends, after its bytes were read, so a reader cannot resume past it:
+	// the retry decorator fails the read, and the caller reads the object
+	// again from its start (the cache's download attempts do).
+	ErrChecksum = errors.New("storage: body does not match the store's checksum")
 )
 
 // ObjectInfo describes one stored object.

@@ -337,7 +337,24 @@ func ReadAll(ctx context.Context, b Bucket, key string, maxSize int64) (data []b
 
 // ReadAllInfo is ReadAll that also returns what the store's response told
 // of the object (see InfoReader); ok is false when it told nothing.
+//
+// A body that does not match the store's checksum (ErrChecksum) is read
+// again from its start, up to checksumReads times in all.
 func ReadAllInfo(ctx context.Context, b Bucket, key string, maxSize int64) (data []byte, info ObjectInfo, ok bool, err error) {
+	for range checksumReads {
+		data, info, ok, err = readAllInfo(ctx, b, key, maxSize)
+		if !errors.Is(err, ErrChecksum) || ctx.Err() != nil {
+			break
+		}
+	}
+	return data, info, ok, err
+}
+
+// checksumReads is how many times ReadAllInfo reads an object whose body
+// arrives damaged.
+const checksumReads = 3
+
+func readAllInfo(ctx context.Context, b Bucket, key string, maxSize int64) (data []byte, info ObjectInfo, ok bool, err error) {
 	if maxSize < 0 {
 		return nil, ObjectInfo{}, false, fmt.Errorf("storage: read %s: negative maxSize %d", b.URL(key), maxSize)
 	}

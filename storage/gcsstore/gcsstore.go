@@ -255,7 +255,22 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 		}
 		return nil, b.fail("get", key, err)
 	}
-	return storage.NewBodyReader(ctx, r, "gcsstore", b.URL(key)), nil
+	return storage.NewBodyReader(ctx, crcChecked{r}, "gcsstore", b.URL(key)), nil
+}
+
+// crcChecked reports the library's CRC32C mismatch on a whole-object read
+// (damage in transit, a plain error that says "bad CRC") as
+// storage.ErrChecksum, so that the retry decorator does not resume the
+// read after the damaged bytes and deliver them as the object.
+type crcChecked struct{ io.ReadCloser }
+
+// Read implements io.Reader.
+func (c crcChecked) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && strings.Contains(err.Error(), "bad CRC") {
+		err = fmt.Errorf("%w (%v)", storage.ErrChecksum, err)
+	}
+	return n, err
 }
 
 // List implements storage.Bucket; the library pages through the listing.

@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -167,6 +168,12 @@ func (r *reader) Read(p []byte) (int, error) {
 		}
 		if err == nil || err == io.EOF {
 			return n, err
+		}
+		if errors.Is(err, storage.ErrChecksum) {
+			// The bytes already read were damaged: resuming after them
+			// would deliver them as the object.
+			r.err = fmt.Errorf("retry: read %s: %w", r.url, err)
+			return n, r.err
 		}
 		var aborted error
 		if stalled {

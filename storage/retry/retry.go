@@ -21,7 +21,10 @@
 //   - The body of a reader is resumed: when a Read fails with a retryable
 //     error, or stalls for Options.StallTimeout, the reader reopens the
 //     object at the next unread byte and continues. The caller sees one
-//     unbroken stream.
+//     unbroken stream. A body that fails the store's checksum
+//     (storage.ErrChecksum) is not resumed: its damaged bytes were
+//     already read, so the read fails, and the caller reads the object
+//     again (storage.ReadAll and the cache's downloads do).
 //   - List is retried, and skips the keys it already passed to fn (List
 //     delivers keys in order), so fn still sees each key once. An error
 //     from fn is returned at once. A listing that makes progress between

@@ -47,6 +47,16 @@
 // in the storage retry decorator, as the registry in internal/stores does,
 // so that retries, backoff and the retry budget live in one place.
 //
+// # Integrity
+//
+// A whole-object read asks the store for the object's checksum and checks
+// the body against it when it ends (CRC64-NVME, which S3 and compatible
+// stores keep for objects uploaded without one, in hardware; else CRC32,
+// CRC32C, SHA-256 or SHA-1), in place of the SDK's software check. A
+// mismatch is an error matching storage.ErrChecksum. Ranges carry no
+// whole-object checksum and are not checked. AWS_RESPONSE_CHECKSUM_VALIDATION=
+// when_required (the SDK's setting) turns the check off.
+//
 // # Errors
 //
 // A missing object (404, NoSuchKey) matches storage.ErrNotExist; refused

@@ -56,7 +56,11 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 		}
 		in.Range = aws.String(r)
 	}
-	out, err := b.client.GetObject(ctx, in)
+	var checked []func(*s3.Options)
+	if b.verify && in.Range == nil {
+		checked = append(checked, s3.WithAPIOptions(checksumModeMiddleware))
+	}
+	out, err := b.client.GetObject(ctx, in, checked...)
 	if err != nil {
 		if storage.HTTPStatus(err) == http.StatusRequestedRangeNotSatisfiable {
 			// off is at or past the end: only off == size is allowed.
@@ -69,13 +73,17 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 		out.Body.Close()
 		return nil, storage.Permanent(fmt.Errorf("s3store: get %s: asked for %s but the store answered without Content-Range", b.URL(key), *in.Range))
 	}
+	body := out.Body
+	if checked != nil {
+		body = newVerifiedBody(body, b.URL(key), out)
+	}
 	if in.Range == nil && out.ContentLength != nil {
 		// The whole object: the response says what Stat would.
-		return storage.NewBodyReaderInfo(ctx, out.Body, "s3store", b.URL(key), storage.ObjectInfo{
+		return storage.NewBodyReaderInfo(ctx, body, "s3store", b.URL(key), storage.ObjectInfo{
 			Key: key, Size: aws.ToInt64(out.ContentLength), ModTime: aws.ToTime(out.LastModified), ETag: aws.ToString(out.ETag),
 		}), nil
 	}
-	return storage.NewBodyReader(ctx, out.Body, "s3store", b.URL(key)), nil
+	return storage.NewBodyReader(ctx, body, "s3store", b.URL(key)), nil
 }
 
 // List implements storage.Bucket with paged ListObjectsV2 requests.

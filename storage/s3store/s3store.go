@@ -87,7 +87,10 @@ type Bucket struct {
 	endpoint      string // custom endpoint, "" for AWS
 	requesterPays bool
 	listPageSize  int32
-	closed        atomic.Bool
+	// verify checks whole-object GETs against the store's checksum
+	// (verify.go); the SDK's own check is then off.
+	verify bool
+	closed atomic.Bool
 }
 
 var (
@@ -278,8 +281,14 @@ func New(ctx context.Context, bucket, prefix string, opts *Options) (*Bucket, er
 		}
 	}
 
+	// The user's choice (AWS_RESPONSE_CHECKSUM_VALIDATION, the profile's
+	// response_checksum_validation): by default responses are checked,
+	// here rather than by the SDK (see verify.go).
+	verify := cfg.ResponseChecksumValidation != aws.ResponseChecksumValidationWhenRequired
+	cfg.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	client := s3.NewFromConfig(cfg, clientOpts)
 	b := &Bucket{
+		verify:        verify,
 		client:        client,
 		creds:         cfg.Credentials,
 		name:          bucket,

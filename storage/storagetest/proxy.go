@@ -30,6 +30,10 @@ const (
 	// Stall sends the headers and AfterBytes bytes of the body, then sends
 	// nothing more until the client gives up or the proxy closes.
 	Stall
+	// Corrupt sends the whole response, its length unchanged, with the
+	// bits of the body's byte at offset AfterBytes inverted: damage in
+	// transit that no transport error reveals.
+	Corrupt
 )
 
 // String returns the fault kind's lowercase name.
@@ -43,6 +47,8 @@ func (k ProxyFaultKind) String() string {
 		return "truncate"
 	case Stall:
 		return "stall"
+	case Corrupt:
+		return "corrupt"
 	}
 	return "ProxyFaultKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -69,9 +75,9 @@ type ProxyFault struct {
 	// XML error such as SlowDownBody).
 	Body string
 	// AfterBytes is the number of response body bytes forwarded before a
-	// Reset, Truncate or Stall. A response whose body is not longer than
-	// that is forwarded whole and counts as no fault (though it uses up
-	// one of Times).
+	// Reset, Truncate or Stall, or before the byte a Corrupt fault
+	// inverts. A response whose body is not longer than that is forwarded
+	// whole and counts as no fault (though it uses up one of Times).
 	AfterBytes int64
 }
 
@@ -256,7 +262,8 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = io.Copy(w, io.LimitReader(resp.Body, f.AfterBytes))
-	if n, _ := io.ReadFull(resp.Body, make([]byte, 1)); n == 0 {
+	one := make([]byte, 1)
+	if n, _ := io.ReadFull(resp.Body, one); n == 0 {
 		// The body ended at or before the fault's point: the client has
 		// the whole response, and breaking the connection now would only
 		// hit its next request (a stall would hold a pooled connection).
@@ -265,6 +272,13 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	p.injected[f.Kind]++
 	p.mu.Unlock()
+	if f.Kind == Corrupt {
+		// The byte read past the fault's point goes out inverted, the
+		// rest as it comes.
+		_, _ = w.Write([]byte{^one[0]})
+		_, _ = io.Copy(w, resp.Body)
+		return
+	}
 	rc := http.NewResponseController(w)
 	_ = rc.Flush()
 	switch f.Kind {
