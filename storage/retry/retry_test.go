@@ -519,3 +519,32 @@ func TestListStallIsRetried(t *testing.T) {
 		t.Errorf("List = %v, want fn's error itself", err)
 	}
 }
+
+// TestChecksumMismatchNotResumed: a body that fails the store's checksum
+// (storage.ErrChecksum, which a driver reports when the body ends) fails
+// the read: resuming after bytes already read would deliver damaged bytes
+// as the object. The error stays, and no second request is made.
+func TestChecksumMismatchNotResumed(t *testing.T) {
+	data := storagetest.Pattern(3, 10_000)
+	m := memstore.New("b")
+	storagetest.Put(t, m, "k", data)
+	f := storagetest.NewFaulty(m)
+	f.Inject(storagetest.Fault{Op: storagetest.OpRead, AfterBytes: 10_000, Times: 1,
+		Err: fmt.Errorf("store: get k: %w", storage.ErrChecksum)})
+	b, _ := newRetry(t, f, nil)
+	r, err := b.NewRangeReader(t.Context(), "k", 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, err := io.ReadAll(r)
+	if !errors.Is(err, storage.ErrChecksum) {
+		t.Fatalf("read %d bytes with error %v, want storage.ErrChecksum", len(got), err)
+	}
+	if _, err2 := r.Read(make([]byte, 1)); !errors.Is(err2, storage.ErrChecksum) {
+		t.Errorf("the next Read returned %v, want the same error", err2)
+	}
+	if n := f.Calls(storagetest.OpOpen); n != 1 {
+		t.Errorf("%d opens, want 1 (no resume)", n)
+	}
+}
