@@ -77,12 +77,12 @@ type Options struct {
 	// first-sample budget. It costs throughput where the workers fetch on
 	// demand (a limit that leaves no prefetch budget): a worker's next
 	// fetch waits for the worker before it in the order to reach its
-	// shard change, which waits for that worker's download (1.2-1.35x
-	// the wall time of sim.TestValidateAgainstS3's two evicting workers;
-	// with 2 MB shards and the default predownload, sim's
-	// BenchmarkTurnsCostS3, 1.1-1.15x with 2-4 workers and ~1.5x with 8
-	// where shards are fetched again, nothing measurable where each is
-	// fetched once). False (the default): every worker goes at once.
+	// shard change, which waits for that worker's download (with 2 MB
+	// shards and the default predownload, sim's BenchmarkTurnsCostS3 at
+	// a light load: 1.1-1.4x the wall time with 2-4 workers and ~1.6x
+	// with 8 where shards are fetched again, 1.0-1.2x where each is
+	// fetched once; docs/input-bound.md). False (the default): every
+	// worker goes at once.
 	OrderAdmissions bool
 	// SamplingMethod is balanced or fixed (sampling_method; "" = balanced).
 	SamplingMethod string
