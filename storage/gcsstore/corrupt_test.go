@@ -2,17 +2,12 @@ package gcsstore_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluicedata/sluice/storage"
-	"github.com/sluicedata/sluice/storage/gcsstore"
-	"github.com/sluicedata/sluice/storage/retry"
 	"github.com/sluicedata/sluice/storage/storagetest"
 )
 
@@ -25,24 +20,7 @@ func TestCorruptBodyNeverDelivered(t *testing.T) {
 	direct := newBucket(t, s)
 	data := storagetest.Pattern(22, 1<<20+99)
 	storagetest.Put(t, direct, "shard", data)
-	proxy, err := storagetest.NewFaultProxy(s.endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	root := strings.TrimPrefix(direct.URL(""), "gs://"+s.bucket+"/")
-	viaProxy, err := gcsstore.New(t.Context(), s.bucket, root, &gcsstore.Options{Endpoint: proxy.URL, JSONReads: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rb, err := retry.New(viaProxy, &retry.Options{
-		InitialBackoff: time.Millisecond,
-		Sleep:          func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rb.Close()
+	proxy, rb := proxiedBucket(t, s, direct, nil)
 	isGet := func(r *http.Request) bool { return r.Method == http.MethodGet }
 	proxy.Inject(storagetest.ProxyFault{Kind: storagetest.Corrupt, Match: isGet, AfterBytes: 200_000, Times: 1})
 	r, err := rb.NewRangeReader(t.Context(), "shard", 0, -1)
