@@ -263,6 +263,17 @@ func (v *sortedVictims) Evict() int64 {
 func (d *Dataset) evictShard(shard int) int64 {
 	c := d.c
 	files := d.src.Shards[shard].Files
+	c.mu.Lock()
+	held := d.st[shard].idle != nil
+	c.mu.Unlock()
+	if !held && !d.anyFile(shard) {
+		// Nothing to free: the policy offers shards never fetched too
+		// (unplanned ones first). One stat instead of creating, locking
+		// and closing the shard's lock file. (A shard held idle goes on:
+		// its hold ends, and OnEvict runs, even if its file was deleted
+		// by hand.)
+		return 0
+	}
 	lf, err := os.OpenFile(d.lockPath(shard), os.O_RDWR|os.O_CREATE, d.c.opts.fileMode())
 	if err != nil {
 		return 0
@@ -337,4 +348,21 @@ func (c *Cache) Consumers() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.futures)
+}
+
+// anyFile reports whether any of shard's files (raw or compressed) is in
+// the directory. A fetch renames its files into place under the shard's
+// lock, so a shard without any is not one an eviction could free.
+func (d *Dataset) anyFile(shard int) bool {
+	for _, f := range d.src.Shards[shard].Files {
+		for _, rel := range []string{f.Raw, f.Zip} {
+			if rel == "" {
+				continue
+			}
+			if _, err := os.Lstat(d.path(rel)); err == nil {
+				return true
+			}
+		}
+	}
+	return false
 }
