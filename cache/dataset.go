@@ -94,6 +94,11 @@ type Dataset struct {
 	// settleErr.
 	settled   bool
 	settleErr error
+	// diskKnown (guarded by c.mu) is set when that pass succeeded: from
+	// then on a shard's onDisk is set wherever this process saw or put
+	// its files in place, so evict passes over the others without a
+	// system call (see evict).
+	diskKnown bool
 
 	// onEvict (guarded by c.mu) is called with a shard this process
 	// evicted, after its files are deleted (see OnEvict).
@@ -167,7 +172,16 @@ type shardState struct {
 	early bool
 	// mem is the shard's in-memory copy, if it has one (see memGet).
 	mem *memShard
+	// onDisk: this process saw the shard's files in the directory (the
+	// registration's pass, a fetch's end, a lease) since it last found
+	// them gone or evicted them. Another process may have fetched a
+	// shard without it, or evicted one with it; it is a hint for evict.
+	onDisk bool
 }
+
+// sawOnDisk records that shard's files are in the directory (onDisk).
+// Call with c.mu held.
+func (d *Dataset) sawOnDisk(shard int) { d.st[shard].onDisk = true }
 
 // Add registers a dataset with the cache. It does not download anything,
 // and it does not read the dataset's directory: the pass that reconciles

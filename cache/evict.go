@@ -196,18 +196,46 @@ func (c *Cache) evict(need, distance int64, demand bool, self *Dataset, selfShar
 			}
 		})
 	}
+	// The first pass offers the shards this process knows are on disk
+	// (onDisk, once the registration's pass has run: see diskKnown), in
+	// one process all there are, so that a dataset of many shards of
+	// which the cache holds a few costs no system call per shard never
+	// fetched. Should it free too little, the second offers the others
+	// whose files are there (another process's fetches).
+	freed := c.evictPass(need, distance, demand, self, selfShard, datasets, dist, pinned, true)
+	if freed < need {
+		freed += c.evictPass(need-freed, distance, demand, self, selfShard, datasets, dist, pinned, false)
+	}
+	return freed
+}
+
+// evictPass is a pass of evict over the candidates of datasets: with
+// known, the shards onDisk of the datasets whose registration's pass ran,
+// and every dataset registered only by other processes; without, the
+// shards of the others whose files are there.
+func (c *Cache) evictPass(need, distance int64, demand bool, self *Dataset, selfShard int, datasets []*Dataset,
+	dist map[*Dataset]map[int]int64, pinned map[*Dataset]map[int]bool, known bool) int64 {
 	var cands []candidate
 	for _, d := range datasets {
 		if !Evictable(false, false, !d.remote) {
 			continue // no shard of local-only data is a candidate
 		}
+		c.mu.Lock()
+		diskKnown := d.diskKnown
+		c.mu.Unlock()
+		if !known && !diskKnown {
+			continue // the first pass offered them all
+		}
+		first := len(cands)
+		c.mu.Lock() // one hold for the dataset's states, not one per shard
 		for i := range d.st {
 			if d == self && i == selfShard {
 				continue
 			}
-			c.mu.Lock()
-			st := d.st[i]
-			c.mu.Unlock()
+			st := &d.st[i]
+			if diskKnown && st.onDisk != known {
+				continue
+			}
 			if !Evictable(st.refs > 0 || pinned[d][i], st.flight != nil, !d.remote) {
 				continue
 			}
@@ -218,11 +246,25 @@ func (c *Cache) evict(need, distance int64, demand bool, self *Dataset, selfShar
 			}
 			cands = append(cands, candidate{d: d, shard: i, p: NewCandidate(ok, dd, lastUse)})
 		}
+		c.mu.Unlock()
+		if !known {
+			// The shards not known to be on disk: those whose files are.
+			kept := cands[:first]
+			for _, cd := range cands[first:] {
+				if d.anyFile(cd.shard) {
+					kept = append(kept, cd)
+				}
+			}
+			cands = kept
+		}
 	}
 	// Datasets registered only by other processes: their plans are not
 	// known here, so they come after this process's unplanned shards,
 	// least recently written first.
 	for _, d := range c.foreignDatasets(datasets) {
+		if !known {
+			break // the first pass offered them
+		}
 		for i, sh := range d.src.Shards {
 			fi, err := os.Stat(d.path(sh.Files[0].Raw))
 			if err != nil && sh.Files[0].Zip != "" {
@@ -267,6 +309,9 @@ func (d *Dataset) evictShard(shard int) int64 {
 	held := d.st[shard].idle != nil
 	c.mu.Unlock()
 	if !held && !d.anyFile(shard) {
+		c.mu.Lock()
+		d.st[shard].onDisk = false
+		c.mu.Unlock()
 		// Nothing to free: the policy offers shards never fetched too
 		// (unplanned ones first). One stat instead of creating, locking
 		// and closing the shard's lock file. (A shard held idle goes on:
@@ -315,6 +360,9 @@ func (d *Dataset) evictShard(shard int) int64 {
 			}
 		}
 	}
+	c.mu.Lock()
+	d.st[shard].onDisk = false
+	c.mu.Unlock()
 	d.evicted(shard)
 	if freed > 0 {
 		c.stats.evictions.Add(1)

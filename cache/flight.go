@@ -239,6 +239,9 @@ func (d *Dataset) end(shard int, fl *flight, err error) {
 	c.mu.Lock()
 	d.st[shard].flight = nil
 	d.st[shard].early = false
+	if err == nil {
+		d.sawOnDisk(shard)
+	}
 	fl.err = err
 	if fl.hold != nil {
 		fl.hold.Close() // before done: a lease's Release then frees the shard

@@ -276,6 +276,7 @@ func (d *Dataset) acquireEarly(ctx context.Context, shard int, via storage.Bucke
 			} else {
 				st.f = f
 			}
+			d.sawOnDisk(shard)
 			st.refs++
 			c.clock++
 			st.lastUse = c.clock

@@ -60,9 +60,18 @@ func (c *Cache) settle() {
 	var sum int64
 	var failed error
 	for _, d := range pend {
-		n, err := d.reconcile()
+		n, on, err := d.reconcile()
 		c.mu.Lock()
 		d.settled, d.settleErr = true, err
+		if err == nil {
+			// Merged, not assigned: a fetch may have ended meanwhile.
+			for i, ok := range on {
+				if ok {
+					d.sawOnDisk(i)
+				}
+			}
+			d.diskKnown = true
+		}
 		c.mu.Unlock()
 		sum += n
 		if err != nil {
@@ -136,15 +145,15 @@ func (d *Dataset) Reconcile(ctx context.Context) error {
 // 40k-shard dataset costs one stat per file present, not one per name the
 // index lists (raw and compressed) plus the recount's. Files in
 // subdirectories (basenames with a slash) are stat'ed by name.
-func (d *Dataset) reconcile() (int64, error) {
+func (d *Dataset) reconcile() (int64, []bool, error) {
 	top := make(map[string]topFile, len(d.src.Shards))
 	total, top, err := scanDir(d.dir, d.dir == d.c.dir, "", top)
 	if err != nil {
-		return 0, fmt.Errorf("cache: %w", err)
+		return 0, nil, fmt.Errorf("cache: %w", err)
 	}
 	dir, err := os.Open(d.dir)
 	if err != nil {
-		return 0, fmt.Errorf("cache: %w", err)
+		return 0, nil, fmt.Errorf("cache: %w", err)
 	}
 	defer dir.Close()
 	removed := false
@@ -170,23 +179,27 @@ func (d *Dataset) reconcile() (int64, error) {
 		removed = removed || gone
 		return false, err
 	}
-	for _, sh := range d.src.Shards {
+	// on: the shards with a file of the right size left in place.
+	on := make([]bool, len(d.src.Shards))
+	for i, sh := range d.src.Shards {
 		for _, f := range sh.Files {
 			rawOK, err := check(f.Raw, f.RawBytes)
 			if err != nil {
-				return 0, err
+				return 0, nil, err
 			}
+			on[i] = on[i] || rawOK
 			if f.Zip == "" {
 				continue
 			}
 			zipOK, err := check(f.Zip, f.ZipBytes)
 			if err != nil {
-				return 0, err
+				return 0, nil, err
 			}
+			on[i] = on[i] || zipOK
 			if rawOK && zipOK && !d.src.KeepZip {
 				gone, err := removeUnlocked(d.path(f.Zip))
 				if err != nil {
-					return 0, err
+					return 0, nil, err
 				}
 				removed = removed || gone
 			}
@@ -196,10 +209,10 @@ func (d *Dataset) reconcile() (int64, error) {
 		// Rare (wrong sizes, or compressed files kept by another run):
 		// sum the directory again.
 		if total, err = sumDir(d.dir, d.dir == d.c.dir); err != nil {
-			return 0, fmt.Errorf("cache: %w", err)
+			return 0, nil, fmt.Errorf("cache: %w", err)
 		}
 	}
-	return total, nil
+	return total, on, nil
 }
 
 // removeUnlocked deletes path unless another open file holds a lock on it.
