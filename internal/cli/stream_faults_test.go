@@ -153,19 +153,8 @@ func TestStreamSaveStateSurvivesKill(t *testing.T) {
 // requests fail once or more) streams the whole epoch; at 100%
 // it fails naming the URL, operation, attempts and cause.
 func TestStreamCLIThroughS3Faults(t *testing.T) {
-	srv := s3test.Require(t)
-	srv.SetCredentialEnv(t)
-	prefix := s3test.NewPrefix("cli-stream-faults")
-	src := t.TempDir()
 	const n = 600
-	writeStreamDataset(t, src, n, "zstd")
-	s3test.UploadDir(t, srv.Open(t, prefix), src)
-	proxy, err := storagetest.NewFaultProxy(srv.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	remote := srv.URL(proxy.URL, prefix)
+	srv, remote, _, proxy := datasetBehindFaultProxy(t, "cli-stream-faults", n, "zstd")
 	get := func(r *http.Request) bool { return r.Method == http.MethodGet }
 	rate := func(p float64, seed uint64) func(*http.Request) bool {
 		m := storagetest.Rate(p, seed)
@@ -233,22 +222,12 @@ func TestStreamWarnsOfRedownloads(t *testing.T) {
 // TestStreamCLIThroughCorruptBodies: `sluice stream` against the real S3
 // server through a proxy that damages a byte of 30% of the GETs' bodies
 // (length and connection intact), and the index's first, streams the
-// whole epoch, and every shard
-// in its cache is the one uploaded: the store's checksums catch the
-// damage and the cache downloads those shards again.
+// whole epoch, and every shard in its cache is the one uploaded: the
+// store's checksums catch the damage and the cache downloads those shards
+// again.
 func TestStreamCLIThroughCorruptBodies(t *testing.T) {
-	srv := s3test.Require(t)
-	srv.SetCredentialEnv(t)
-	prefix := s3test.NewPrefix("cli-stream-corrupt")
-	src := t.TempDir()
 	const n = 600
-	writeStreamDataset(t, src, n, "")
-	s3test.UploadDir(t, srv.Open(t, prefix), src)
-	proxy, err := storagetest.NewFaultProxy(srv.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
+	_, remote, src, proxy := datasetBehindFaultProxy(t, "cli-stream-corrupt", n, "")
 	m := storagetest.Rate(0.3, 5)
 	proxy.Inject(
 		// The index's first read too.
@@ -257,7 +236,7 @@ func TestStreamCLIThroughCorruptBodies(t *testing.T) {
 		storagetest.ProxyFault{Kind: storagetest.Corrupt, AfterBytes: 1000,
 			Match: func(r *http.Request) bool { return r.Method == http.MethodGet && m(r) }})
 	local := t.TempDir()
-	out, err := streamRunCLI(t, "stream", srv.URL(proxy.URL, prefix), "--local", local, "--batch-size", "4",
+	out, err := streamRunCLI(t, "stream", remote, "--local", local, "--batch-size", "4",
 		"--retry-backoff", "1ms", "--retry-max-backoff", "20ms", "--json")
 	if err != nil {
 		t.Fatalf("stream through damaged bodies: %v\n%s", err, out)
@@ -284,4 +263,24 @@ func TestStreamCLIThroughCorruptBodies(t *testing.T) {
 		}
 	}
 	t.Logf("%d bodies damaged over %d shards", proxy.Injected(storagetest.Corrupt), len(shards))
+}
+
+// datasetBehindFaultProxy writes n samples (see writeStreamDataset) to a
+// fresh prefix on the real S3 server and returns the server, the
+// dataset's URL through a fault proxy in front of it, the source
+// directory and the proxy (closed when the test ends).
+func datasetBehindFaultProxy(t *testing.T, name string, n int, compression string) (s3test.Server, string, string, *storagetest.FaultProxy) {
+	t.Helper()
+	srv := s3test.Require(t)
+	srv.SetCredentialEnv(t)
+	prefix := s3test.NewPrefix(name)
+	src := t.TempDir()
+	writeStreamDataset(t, src, n, compression)
+	s3test.UploadDir(t, srv.Open(t, prefix), src)
+	proxy, err := storagetest.NewFaultProxy(srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	return srv, srv.URL(proxy.URL, prefix), src, proxy
 }
