@@ -103,6 +103,10 @@ type ObjectInfo struct {
 	ModTime time.Time
 	// ETag is an opaque version tag, empty when the store has none.
 	ETag string
+	// Checksum is the store's checksum of the whole object, where Stat
+	// gets one without a further request (S3 asked for it, GCS's CRC32C),
+	// and the zero Checksum otherwise. It is not set by List.
+	Checksum Checksum
 }
 
 // WriteOptions tunes NewWriter. A nil *WriteOptions means the defaults.

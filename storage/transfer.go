@@ -110,12 +110,19 @@ func Download(ctx context.Context, b Bucket, key, dstPath string, opts *Download
 		return 0, err
 	}
 	size := o.Size
-	if size == 0 {
+	var sum Checksum
+	if size == 0 || size > o.PartSize && o.Concurrency > 1 {
+		// The size, and the checksum that ranges are checked against.
 		info, err := b.Stat(ctx, key)
 		if err != nil {
 			return 0, fmt.Errorf("storage: download %s: %w", b.URL(key), err)
 		}
-		size = info.Size
+		if size == 0 {
+			size = info.Size
+		}
+		if info.Size == size {
+			sum = info.Checksum
+		}
 	}
 	f, err := createTemp(dstPath)
 	if err != nil {
@@ -136,13 +143,25 @@ func Download(ctx context.Context, b Bucket, key, dstPath string, opts *Download
 		// checksum where it sends one: a damaged body is read again
 		// over the same bytes of the file.
 		for range checksumReads {
-			err = readPart(ctx, b, key, f, 0, size, true, o.Progress)
+			err = readPart(ctx, b, key, f, 0, size, true, o.Progress, nil)
 			if !errors.Is(err, ErrChecksum) || ctx.Err() != nil {
 				break
 			}
 		}
 	} else {
-		err = readParts(ctx, b, key, f, size, &o)
+		// Ranges in parallel, checked together against the object's
+		// checksum where the store keeps one that ranges combine into
+		// (storage.RangeCheck), and read again when they do not match.
+		rc := NewRangeCheck(sum, size)
+		for range checksumReads {
+			err = readParts(ctx, b, key, f, size, &o, rc)
+			if err == nil {
+				err = rc.Verify(b.URL(key))
+			}
+			if !errors.Is(err, ErrChecksum) || ctx.Err() != nil {
+				break
+			}
+		}
 	}
 	if err != nil {
 		return 0, fmt.Errorf("storage: download %s: %w", b.URL(key), err)
@@ -168,7 +187,7 @@ func Download(ctx context.Context, b Bucket, key, dstPath string, opts *Download
 }
 
 // readParts fetches size bytes as ranged parts in parallel.
-func readParts(ctx context.Context, b Bucket, key string, f *os.File, size int64, o *DownloadOptions) error {
+func readParts(ctx context.Context, b Bucket, key string, f *os.File, size int64, o *DownloadOptions, rc *RangeCheck) error {
 	if err := f.Truncate(size); err != nil {
 		return err
 	}
@@ -177,7 +196,7 @@ func readParts(ctx context.Context, b Bucket, key string, f *os.File, size int64
 	for off := int64(0); off < size; off += o.PartSize {
 		n := min(o.PartSize, size-off)
 		last := off+n == size
-		g.Go(func() error { return readPart(ctx, b, key, f, off, n, last, o.Progress) })
+		g.Go(func() error { return readPart(ctx, b, key, f, off, n, last, o.Progress, rc) })
 	}
 	return g.Wait()
 }
@@ -185,7 +204,7 @@ func readParts(ctx context.Context, b Bucket, key string, f *os.File, size int64
 // readPart copies n bytes at off of the object into f at the same offset.
 // The last part reads to the end of the object, so that an object longer
 // than expected is noticed.
-func readPart(ctx context.Context, b Bucket, key string, f *os.File, off, n int64, last bool, progress func(int64)) (err error) {
+func readPart(ctx context.Context, b Bucket, key string, f *os.File, off, n int64, last bool, progress func(int64), rc *RangeCheck) (err error) {
 	length := n
 	if last {
 		length = -1
@@ -197,7 +216,7 @@ func readPart(ctx context.Context, b Bucket, key string, f *os.File, off, n int6
 	defer func() { err = errors.Join(err, r.Close()) }()
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
-	got, err := copyAt(f, off, r, *bp, n, progress)
+	got, err := copyAt(f, off, rc.Reader(r, off), *bp, n, progress)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package gcsstore
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -226,7 +227,15 @@ func (b *Bucket) Stat(ctx context.Context, key string) (storage.ObjectInfo, erro
 	if err != nil {
 		return storage.ObjectInfo{}, b.fail("stat", key, err)
 	}
-	return storage.ObjectInfo{Key: key, Size: a.Size, ModTime: a.Updated, ETag: a.Etag}, nil
+	info := storage.ObjectInfo{Key: key, Size: a.Size, ModTime: a.Updated, ETag: a.Etag}
+	if a.CRC32C != 0 {
+		// GCS keeps a CRC32C of every object's stored bytes, which readers
+		// of ranges check them against (storage.RangeCheck). Zero is
+		// taken for none: an emulator may leave it out, and the empty
+		// object's is zero.
+		info.Checksum = storage.Checksum{Algorithm: "CRC32C", Value: binary.BigEndian.AppendUint32(nil, a.CRC32C)}
+	}
+	return info, nil
 }
 
 // NewRangeReader implements storage.Bucket.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/sluicedata/sluice/storage"
 )
@@ -19,19 +20,26 @@ func (b *Bucket) Stat(ctx context.Context, key string) (storage.ObjectInfo, erro
 	if err := b.check("stat", key); err != nil {
 		return storage.ObjectInfo{}, err
 	}
-	out, err := b.client.HeadObject(ctx, &s3.HeadObjectInput{
+	in := &s3.HeadObjectInput{
 		Bucket:       aws.String(b.name),
 		Key:          aws.String(b.root + key),
 		RequestPayer: b.payer(),
-	})
+	}
+	if b.verify {
+		// The object's checksum, against which reads in ranges are
+		// checked (storage.RangeCheck).
+		in.ChecksumMode = types.ChecksumModeEnabled
+	}
+	out, err := b.client.HeadObject(ctx, in)
 	if err != nil {
 		return storage.ObjectInfo{}, b.fail(ctx, "stat", key, err)
 	}
 	return storage.ObjectInfo{
-		Key:     key,
-		Size:    aws.ToInt64(out.ContentLength),
-		ModTime: aws.ToTime(out.LastModified),
-		ETag:    aws.ToString(out.ETag),
+		Key:      key,
+		Size:     aws.ToInt64(out.ContentLength),
+		ModTime:  aws.ToTime(out.LastModified),
+		ETag:     aws.ToString(out.ETag),
+		Checksum: headChecksum(out),
 	}, nil
 }
 

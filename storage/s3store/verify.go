@@ -30,8 +30,9 @@ import (
 // resume past (the SDK's own error looked like a transport failure, and a
 // damaged body was resumed at its end and delivered whole). A user who
 // turns validation off (AWS_RESPONSE_CHECKSUM_VALIDATION=when_required)
-// gets no check. Ranges carry no whole-object checksum and are not
-// checked.
+// gets no check. Ranges carry no whole-object checksum: Stat reports the
+// object's (HEAD with the checksum mode), and a reader of ranges checks
+// them together with storage.RangeCheck.
 
 // checksumModeMiddleware is the request header that asks the store for
 // the object's checksums (x-amz-checksum-mode: ENABLED), added before
@@ -110,4 +111,30 @@ func (v *verifiedBody) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// headChecksum returns the whole-object checksum a HEAD response carries,
+// in the SDK's order of preference, or the zero Checksum when there is
+// none or only a checksum of a multipart upload's parts.
+func headChecksum(out *s3.HeadObjectOutput) storage.Checksum {
+	if out.ChecksumType == types.ChecksumTypeComposite {
+		return storage.Checksum{}
+	}
+	for _, c := range []struct {
+		alg string
+		v   *string
+	}{
+		{"CRC64NVME", out.ChecksumCRC64NVME}, {"CRC32", out.ChecksumCRC32}, {"CRC32C", out.ChecksumCRC32C},
+		{"SHA256", out.ChecksumSHA256}, {"SHA1", out.ChecksumSHA1},
+	} {
+		if c.v == nil || *c.v == "" {
+			continue
+		}
+		v, err := base64.StdEncoding.DecodeString(*c.v)
+		if err != nil { // "...-N": a checksum of checksums, or unreadable
+			return storage.Checksum{}
+		}
+		return storage.Checksum{Algorithm: c.alg, Value: v}
+	}
+	return storage.Checksum{}
 }

@@ -91,6 +91,16 @@ func (s *suite) testRoundTrip(t *testing.T) {
 	if info.Key != "dir/object.bin" || info.Size != int64(len(data)) {
 		t.Errorf("Stat = %+v, want key dir/object.bin size %d", info, len(data))
 	}
+	// A checksum Stat reports is the object's: ranged downloads are
+	// checked against it (storage.RangeCheck), and a wrong one would fail
+	// them all.
+	if rc := storage.NewRangeCheck(info.Checksum, info.Size); rc != nil {
+		rc.Add(0, data[:12345])
+		rc.Add(12345, data[12345:])
+		if err := rc.Verify("dir/object.bin"); err != nil {
+			t.Errorf("Stat's checksum %v: %v", info.Checksum, err)
+		}
+	}
 	if got := Get(t, b, "dir/object.bin"); !bytes.Equal(got, data) {
 		t.Errorf("read back %d bytes, differing from the %d written", len(got), len(data))
 	}
