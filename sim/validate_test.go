@@ -299,9 +299,6 @@ func within(errs *[]string, name string, got time.Duration, want float64) float6
 // exactly, time to first batch, input wait and wall time within the
 // tolerance.
 func TestValidateAgainstS3(t *testing.T) {
-	// Rows taking turns whose counts are not yet exact in every run (see
-	// each row): held to the unordered rows' bound.
-	notExactTurns := map[string]bool{"workers-evicting-ordered-800k": true, "workers-evicting-ordered-2-slots": true}
 	src := t.TempDir()
 	writeMDS(t, src, 240, 4000, 80_000) // 13 shards of ~19 samples (~77 KB)
 	data, err := os.ReadFile(filepath.Join(src, format.IndexFile))
@@ -377,17 +374,15 @@ func TestValidateAgainstS3(t *testing.T) {
 		// refused for room counts against the walk's budget until the
 		// worker reaches it, in stream's walk and the model alike (37
 		// requests; 37 measured against 40 simulated when the model did
-		// not count it). Not exact every time since the turns go sample
-		// by sample (e7bac40), as the 2-slot row below.
+		// not count it). A worker's first turn waits for its plan past
+		// the first batch (stream's planKnown): taken before, as the
+		// mapping raced it, its walk fetched that batch's shards alone
+		// (40 requests measured against 39 in 1-3 runs of 8 under -race).
 		{"workers-evicting-ordered-800k", true, 30 * time.Millisecond, 8, true, 800_000, 2, false, false, true},
 		// The same with two fetch slots: taking turns, the slots do not
 		// bound what a worker's walk admits in its turn (how many of its
 		// downloads were still running there was timing: 35-36 measured
-		// against 34 simulated before). Not exact since the turns go
-		// sample by sample (e7bac40): under -race, 40 requests measured
-		// against 39 simulated in 1-3 runs of 8 (this row and the 800k
-		// one; an early shard fetched again), 39 in the others; the
-		// unordered rows' bound applies until the cause is found.
+		// against 34 simulated before).
 		{"workers-evicting-ordered-2-slots", true, 30 * time.Millisecond, 2, true, 800_000, 2, false, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -421,7 +416,7 @@ func TestValidateAgainstS3(t *testing.T) {
 				// the cache's state alone (the walk runs where the
 				// consumer moves, the cache admits a prefetch when it is
 				// asked, in that order).
-				exact := tc.limit == 0 || tc.workers == 0 || (tc.ordered && !notExactTurns[tc.name])
+				exact := tc.limit == 0 || tc.workers == 0 || tc.ordered
 				if exact && (int64(m.requests) != rep.StoreRequests || m.bytes != rep.StoreBytes) {
 					t.Errorf("store: measured %d requests, %d bytes; simulated %d, %d", m.requests, m.bytes, rep.StoreRequests, rep.StoreBytes)
 				}

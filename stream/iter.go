@@ -113,6 +113,9 @@ func newLazyIterator(ctx context.Context, d *Dataset, first []int64, src *plan.W
 	go func() {
 		defer it.wg.Done()
 		defer close(it.mapped)
+		if t != nil && t.g.beforeMap != nil {
+			t.g.beforeMap()
+		}
 		all := make([]int64, len(first), it.total)
 		copy(all, first)
 		for src.Remaining() > 0 {
@@ -271,7 +274,7 @@ func (it *Iterator) Next() bool {
 			// input wait, which the figure left out (3.4 s of 33 s).
 			it.addWait(start)
 		} else if it.turns != nil {
-			it.turnPass(p, shard)
+			it.turns.seq++ // a sample passed without a shard change
 		}
 		rec, err := it.cur.r.Record(int(j))
 		if err != nil {
