@@ -1,12 +1,9 @@
 """StreamingDataset with MosaicML's arguments (spec §15); Stream is in stream.py."""
 
-import math
-import mmap
 import os
-import time
 import warnings
 
-from . import _agent, _encoded, _worker, _world, errors
+from . import _agent, _encoded, _iteration, _worker, _world, errors
 from . import images as _images
 from .stream import Stream, _abs_location, _check_stream_class, _derived_local, _size_str  # noqa: F401
 
@@ -19,9 +16,7 @@ except ImportError:  # torch is optional
 
 
 _DEFAULT_FETCH = 1024
-_PIPELINE_WAIT_MS = 100
 _ORDER_ADMISSIONS = "order-admissions"  # the agent's hello feature
-_RECOVERIES = 3
 
 
 def require_batch_size(dataset, num_workers):
@@ -408,161 +403,19 @@ class StreamingDataset(_Base):
         return self._iterate(world, conn, begun, worker)
 
     def _begin(self, world, extra):
-        """Opens a connection of its own for one iteration and begins it.
-
-        The iteration's requests are pipelined on that connection, and
-        closing it releases everything the iteration held.
-        """
-        conn = _agent.Connection(self._agent_dir, timeout=self._timeout)
-        try:
-            opened = conn.call({"op": "open", "dataset": self._wire, "job": self._job, "world": world, "env": self._env}, "open",
-                               timeout=self._open_timeout())
-            if opened.get("shard_samples") != self._info.get("shard_samples"):
-                raise errors.ProtocolError("the dataset changed while it was in use (shard sizes differ)")
-            begin = {"op": "begin", "handle": opened["handle"], "world": world}
-            begin.update(extra)
-            begun = conn.call(begin, "begin")
-            for w in begun.get("warnings") or ():
-                # A resume that is not exactly-once (the agent's plan says
-                # why; MosaicML plays the same order silently).
-                warnings.warn(w, UserWarning, stacklevel=3)
-            return conn, begun
-        except BaseException:
-            conn.close()
-            raise
+        """Opens a connection of its own for one iteration and begins it
+        (sluice._iteration.begin)."""
+        return _iteration.begin(self, world, extra)
 
     def _iterate(self, world, conn, begun, private=False):
-        yielded = 0
-        skip = 0
-        recoveries = 0
-        maps = {}
-        try:
-            while True:
-                try:
-                    for sample in self._batches(conn, begun, maps, private, world):
-                        yielded += 1
-                        yield sample
-                    return
-                except errors.AgentError:
-                    # The agent died: start a new one and continue exactly
-                    # where this worker was, in the same epoch and order.
-                    recoveries += 1
-                    if recoveries > _RECOVERIES:
-                        raise
-                    _close_maps(maps)
-                    conn.close()
-                    skip += yielded
-                    yielded = 0
-                    resume = {
-                        "epoch": begun["epoch"],
-                        "sample_in_epoch": begun["sample_in_epoch"],
-                        "num_canonical_nodes": begun["num_canonical_nodes"],
-                        "shuffle_seed": begun["shuffle_seed"],
-                        "initial_physical_nodes": begun["initial_physical_nodes"],
-                    }
-                    extra = {"resume": resume, "epoch": begun["epoch"], "sample_in_epoch": begun["sample_in_epoch"], "skip": skip}
-                    conn, nb = self._begin(world, extra)
-                    begun = dict(begun, iter=nb["iter"])
-        finally:
-            _close_maps(maps)
-            conn.close()
+        """Yields the iteration's samples, recovering from an agent crash
+        (sluice._iteration.iterate)."""
+        return _iteration.iterate(self, world, conn, begun, private)
 
     def _batches(self, conn, begun, maps, private, world):
-        """Yields the decoded samples of iteration it, batch by batch.
-
-        The request for the next batch goes out before the current one is
-        decoded, so the agent prepares it meanwhile; the batch before the
-        current one is released with that request.
- With private (in a DataLoader worker), shards are
-        mapped copy-on-write so ndarray values view them (see _map).
-        """
-        decoders = self._decoders
-        shard_schema = self._info["shard_schema"]
-        flag = _agent.INLINE_FLAG
-        hook = type(self).__getitem__ is not StreamingDataset.__getitem__
-        req = {"op": "next", "iter": begun["iter"], "max": self._fetch, "inline_max": self._inline_max}
-        # A DataLoader worker watches its parent: when the main process
-        # dies the worker stops instead of waiting on as an orphan.
-        parent = _worker.parent_pid() if private else None
-        # Taking turns (order_admissions), a worker's shard change waits in
-        # its turn for the locations of the shard it leaves: each reply is
-        # released as soon as its samples are out, with the request for
-        # the next, not pipelined behind it.
-        pipelined = not self.order_admissions
-        conn.send(req)
-        prev = None
-        last = time.monotonic()
-        while True:
-            reply, body = conn.recv("batch")
-            n = reply["n"]
-            if n == 0:
-                if reply.get("done"):
-                    return
-                if parent is not None and os.getppid() != parent:
-                    os._exit(1)  # the main process died (see _worker.watch_parent)
-                waited = time.monotonic() - last
-                if waited > self._stall_timeout:
-                    try:
-                        st = conn.call({"op": "stats"}, "stats")
-                        held = "; the agent holds %d leases over %d iterations of %d connections" % (
-                            st.get("leases", -1), st.get("iterations", -1), st.get("connections", -1))
-                    except errors.SluiceError:
-                        held = ""
-                    raise errors.AgentTimeoutError(
-                        "no sample of epoch %d (rank %d, worker %d of %d) arrived within %.0fs: the agent kept "
-                        "answering that none was ready (shards still downloading, or cache_limit=%s full of "
-                        "shards other readers hold%s); see stall_timeout"
-                        % (begun["epoch"], world["rank"], world["worker"], world["num_workers"], waited,
-                           self.cache_limit, held))
-                # Nothing ready yet: the batch before has been consumed, so
-                # give its leases back now; the agent may need that space.
-                conn.send(dict(req, release=[prev]) if prev else req)
-                prev = None
-                continue
-            # The pipelined request waits only briefly: if the agent cannot
-            # make the next batch before this one is released (a tight
-            # cache limit), the empty reply makes us release it sooner.
-            last = time.monotonic()
-            if pipelined:
-                nreq = dict(req, wait_ms=_PIPELINE_WAIT_MS)
-                if prev:
-                    nreq["release"] = [prev]
-                conn.send(nreq)
-            prev = reply.get("id") or None
-            entries, inline = _agent.parse_entries(reply, body)
-            shards = reply["shards"]
-            # Map the shards this batch leases; unmap those whose last batch
-            # has been consumed.
-            refs = []
-            fresh = {}
-            for s in shards:
-                p = s["path"]
-                m = maps.pop(p, None)
-                fresh[p] = m
-                refs.append([p, s["size"], m, decoders[shard_schema[s["shard"]]]])
-            _close_maps(maps)
-            maps.update(fresh)
-            for sid, ref, ln, off in entries:
-                r = refs[ref & ~flag]
-                if ref & flag:
-                    v = r[3](inline, off, ln)
-                else:
-                    m = r[2]
-                    if m is None:
-                        m = r[2] = maps[r[0]] = _map(r[0], r[1], private)
-                    v = r[3](m, off, ln)
-                if hook:
-                    # MosaicML iterates through self[i]: a subclass that
-                    # overrides __getitem__ sees every sample.
-                    self._pending = (sid, v)
-                    v = self[sid]
-                    self._pending = None
-                if self._decode_images:
-                    v = _images.apply_all(self._decode_images, v, self.shuffle_seed, begun["epoch"], sid)
-                yield v
-            if not pipelined:
-                conn.send(dict(req, release=[prev]) if prev else req)
-                prev = None
+        """Yields the decoded samples of the iteration, batch by batch
+        (sluice._iteration.batches)."""
+        return _iteration.batches(self, conn, begun, maps, private, world)
 
     # -- metrics ----------------------------------------------------------
 
@@ -648,32 +501,3 @@ def _world_nodes(world):
     """MosaicML's World.num_nodes: ranks over ranks per node."""
     lws = max(world["local_world_size"], 1)
     return max(world["world_size"] // lws, 1)
-
-
-def _close_maps(maps):
-    for m in maps.values():
-        if m is not None:
-            try:
-                m.close()
-            except BufferError:
-                pass  # a view is still alive (an exception's frame); GC unmaps it
-    maps.clear()
-
-
-def _map(path, size, private=False):
-    """Maps a leased shard read-only, or with private=True copy-on-write:
-    then ndarray columns decode to writable arrays that view the mapping
-    (no copy; writes stay in this process). The mapping outlives the lease
-    while such an array lives; the agent never rewrites or truncates a
-    shard in place (eviction unlinks it), so the view stays valid."""
-    try:
-        with open(path, "rb") as f:
-            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY if private else mmap.ACCESS_READ)
-    except FileNotFoundError:
-        raise errors.AgentError("leased shard %s vanished from the cache" % path) from None
-    except ValueError:
-        raise errors.CorruptDataError("shard %s is empty" % path) from None
-    if len(m) < size:
-        m.close()
-        raise errors.CorruptDataError("shard %s has %d bytes, the agent announced %d" % (path, len(m), size))
-    return m
