@@ -23,8 +23,9 @@ import (
 // uses only draws Fill has finished and never waits for Fill.
 type Ahead struct {
 	base, inc u128
-	top       []uint16
-	ck        []u128 // ck[b]: the state whose output is draw b·aheadEvery
+	n         int
+	top       []uint16 // allocated by Fill
+	ck        []u128   // ck[b]: the state whose output is draw b·aheadEvery
 	jm, jc    [aheadEvery]u128
 	done      atomic.Int64 // draws [0, done) are filled
 	stop      atomic.Bool
@@ -38,15 +39,10 @@ const (
 
 // NewAhead returns a run of n of g's next 64-bit draws (draw t is what
 // the (t+1)-th call of Uint64 would return), not yet made: Fill makes
-// them. It allocates 2 bytes a draw and 16 bytes per aheadEvery draws.
+// them, in 2 bytes a draw and 16 bytes per aheadEvery draws.
 func NewAhead(g Generator, n int) *Ahead {
 	n = max(n, 0)
-	a := &Ahead{
-		base: g.state,
-		inc:  g.inc,
-		top:  make([]uint16, n),
-		ck:   make([]u128, (n+aheadEvery-1)/aheadEvery),
-	}
+	a := &Ahead{base: g.state, inc: g.inc, n: n}
 	// jm[k]·x + jc[k] is k steps from x.
 	m, c := u128{0, 1}, u128{}
 	for k := range a.jm {
@@ -57,7 +53,7 @@ func NewAhead(g Generator, n int) *Ahead {
 }
 
 // Len returns the number of draws in the run.
-func (a *Ahead) Len() int { return len(a.top) }
+func (a *Ahead) Len() int { return a.n }
 
 // Filled returns the number of draws made so far (from the first on).
 func (a *Ahead) Filled() int { return int(a.done.Load()) }
@@ -68,21 +64,37 @@ func (a *Ahead) Stop() { a.stop.Store(true) }
 // Fill makes the run's draws in order, publishing them a chunk at a time,
 // until all are made or Stop is called. Call it once.
 func (a *Ahead) Fill() {
-	n := len(a.top)
-	s := add128(mul128(a.base, pcgMult), a.inc) // the state of draw 0
+	n := a.n
+	if a.top == nil {
+		// Here, not in NewAhead: the allocation (and the pages' first
+		// touch) is the filling goroutine's cost.
+		a.top = make([]uint16, n)
+		a.ck = make([]u128, (n+aheadEvery-1)/aheadEvery)
+	}
 	for from := 0; from < n && !a.stop.Load(); {
 		to := min(from+aheadChunk, n)
-		s = fillTop(a.top[from:to], a.ck[from/aheadEvery:], s, a.inc)
+		a.fillFrom(from, to)
 		a.done.Store(int64(to))
 		from = to
 	}
 }
 
-// fillTop writes the top 16 bits of the 53-bit values of the draws whose
+// fillFrom makes draws [from, to) (from a multiple of aheadEvery, after
+// the draws before it).
+func (a *Ahead) fillFrom(from, to int) {
+	s := add128(mul128(a.base, pcgMult), a.inc) // the state of draw 0
+	if from > 0 {
+		s = add128(mul128(a.jm[aheadEvery-1], a.ck[from/aheadEvery-1]), a.jc[aheadEvery-1])
+		s = add128(mul128(s, pcgMult), a.inc)
+	}
+	fillTop(a.top[from:to], a.ck[from/aheadEvery:], s, a.inc)
+}
+
+// fillTopScalar writes the top 16 bits of the 53-bit values of the draws whose
 // first state is s into top (whose length is a multiple of aheadEvery
 // unless it is the run's last chunk), and each aheadEvery-th draw's state
 // into ck, returning the state of the next draw.
-func fillTop(top []uint16, ck []u128, s, inc u128) u128 {
+func fillTopScalar(top []uint16, ck []u128, s, inc u128) u128 {
 	for b := 0; b*aheadEvery < len(top); b++ {
 		ck[b] = s
 		blk := top[b*aheadEvery : min((b+1)*aheadEvery, len(top))]
@@ -106,19 +118,39 @@ func aheadOut(s u128) uint64 {
 	return bits.RotateLeft64(s.hi^s.lo, -int(s.hi>>58))
 }
 
-// Index returns the index in the run of g's next 64-bit draw (the number
-// of steps from the run's start to g's state), and false when g is on
-// another stream or before the run's start (or 2^63 draws or more after
-// it). g's buffered 32-bit half plays no part.
+// Index returns the index in the run of g's next 64-bit draw: the number
+// of steps from the run's start to g's state, negative when g is before
+// the start. It reports false when g is on another stream or 2^63 steps
+// or more from the start. g's buffered 32-bit half plays no part.
 func (a *Ahead) Index(g Generator) (int64, bool) {
 	if g.inc != a.inc {
 		return 0, false
 	}
 	d := lcgDistance(a.base, g.state, a.inc)
-	if d.hi != 0 || d.lo >= 1<<63 {
-		return 0, false
+	switch {
+	case d.hi == 0 && d.lo < 1<<63:
+		return int64(d.lo), true
+	case d.hi == ^uint64(0) && d.lo >= 1<<63:
+		return int64(d.lo), true // two's complement: d - 2^128
 	}
-	return int64(d.lo), true
+	return 0, false
+}
+
+// StepsTo returns the number of 64-bit steps, at most max, from g's
+// state to h's (of one stream), or -1 when h is not that few steps on.
+// The buffered 32-bit halves play no part.
+func (g Generator) StepsTo(h Generator, max int) int {
+	if g.inc != h.inc {
+		return -1
+	}
+	s := g.state
+	for d := 0; d <= max; d++ {
+		if s == h.state {
+			return d
+		}
+		s = add128(mul128(s, pcgMult), g.inc)
+	}
+	return -1
 }
 
 // lcgDistance returns the number of PCG64 steps (with increment inc) from

@@ -11,6 +11,34 @@ package nprand
 //go:noescape
 func countTopVec(top *uint16, ks *[16]int64, blocks int, w uint64, step16, tBase int64, hitT *int64, maxHits int) (below, done, nHits int)
 
+// fillTopVec makes groups groups of aheadEvery draws on st's lanes for
+// fillTop: each draw's top 16 bits of 53 into top, and at the start of
+// each group lane 0's limbs (the group's first state) into ck, 3 words a
+// group. It leaves the lanes at the next draw.
+//
+//go:noescape
+func fillTopVec(st *vecState, groups int, top *uint16, ck *uint64)
+
+// fillTop is fillTopScalar, on the vector kernel for whole groups of
+// aheadEvery draws when the CPU has it (at most aheadChunk draws a call).
+func fillTop(top []uint16, ck []u128, s, inc u128) u128 {
+	groups := min(len(top), aheadChunk) / aheadEvery
+	if !hasVec || groups < 4 {
+		return fillTopScalar(top, ck, s, inc)
+	}
+	var st vecState
+	g := Generator{inc: inc}
+	g.state = g.before(s)
+	st.init(&g)
+	var limbs [3 * aheadChunk / aheadEvery]uint64
+	fillTopVec(&st, groups, &top[0], &limbs[0])
+	for b := range groups {
+		ck[b] = fromLimbs(limbs[3*b], limbs[3*b+1], limbs[3*b+2])
+	}
+	t0 := groups * aheadEvery
+	return fillTopScalar(top[t0:], ck[groups:], st.lane(0), inc)
+}
+
 // countTop is countTopScalar, on the vector kernel for whole blocks of 16
 // draws when the CPU has it.
 func countTop(top []uint16, k, step int64, w uint64, und []LineHit) (int, []LineHit) {

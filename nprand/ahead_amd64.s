@@ -90,3 +90,47 @@ DATA aheadIota<>+40(SB)/8, $5
 DATA aheadIota<>+48(SB)/8, $6
 DATA aheadIota<>+56(SB)/8, $7
 GLOBL aheadIota<>(SB), RODATA|NOPTR, $64
+
+#include "vec_amd64.h"
+
+// func fillTopVec(st *vecState, groups int, top *uint16, ck *uint64)
+//
+// Makes groups groups of 4 blocks of 16 draws on st's lanes: at the
+// start of each group, lane 0's limbs (the state of the group's first
+// draw) go to ck (3 words); each draw's top 16 bits of 53 (the output
+// >> 48) go to top. The lanes are left at the next draw.
+TEXT ·fillTopVec(SB), NOSPLIT, $0-32
+	MOVQ st+0(FP), DI
+	MOVQ groups+8(FP), CX
+	MOVQ top+16(FP), SI
+	MOVQ ck+24(FP), R8
+	LOADLANES
+
+fgroup:
+	TESTQ CX, CX
+	JZ fdone
+	VMOVQ X0, 0(R8)
+	VMOVQ X2, 8(R8)
+	VMOVQ X4, 16(R8)
+	ADDQ $24, R8
+	MOVQ $4, DX
+
+fblock:
+	OUT(Z0, Z2, Z4, Z24, Z26)
+	OUT(Z1, Z3, Z5, Z25, Z27)
+	VPSRLQ $48, Z24, Z24
+	VPSRLQ $48, Z25, Z25
+	VPMOVQW Z24, 0(SI)
+	VPMOVQW Z25, 16(SI)
+	ADDQ $32, SI
+	STEP(Z0, Z2, Z4, Z16, Z17, Z18, Z19)
+	STEP(Z1, Z3, Z5, Z20, Z21, Z22, Z23)
+	DECQ DX
+	JNZ fblock
+	DECQ CX
+	JMP fgroup
+
+fdone:
+	STORELANES
+	VZEROUPPER
+	RET

@@ -59,9 +59,9 @@ func TestAheadCountLine(t *testing.T) {
 		a := NewAhead(*g, n)
 		if trial%5 == 0 {
 			// Partly filled: draws past the first chunk are refused.
-			a.top = a.top[:min(n, aheadChunk)]
+			a.n = min(n, aheadChunk)
 			a.Fill()
-			a.top = a.top[:n:n]
+			a.n = n
 		} else {
 			a.Fill()
 		}
@@ -113,17 +113,86 @@ func TestAheadCountLine(t *testing.T) {
 	}
 }
 
-// TestAheadIndexOtherStream: a generator of another stream, or before
-// the run's start, has no index.
-func TestAheadIndexOtherStream(t *testing.T) {
+// TestAheadIndex: a generator before the run's start has a negative
+// index; one of another stream, or 2^63 steps or more away, none.
+func TestAheadIndex(t *testing.T) {
 	g := New(1)
-	a := NewAhead(*g, 10)
+	h := *g
+	h.Advance(5)
+	a := NewAhead(h, 10)
+	if d, ok := a.Index(*g); !ok || d != -5 {
+		t.Fatalf("5 draws before the start: index %d %v, want -5", d, ok)
+	}
 	if _, ok := a.Index(*New(2)); ok {
 		t.Fatal("a generator of another stream has an index")
 	}
-	b := *g
-	b.Advance(^uint64(0)) // 2^64 - 1 steps on: before the start mod 2^64
+	b := h
+	b.Advance(1 << 63)
 	if _, ok := a.Index(b); ok {
-		t.Fatal("a generator before the run's start has an index")
+		t.Fatal("a generator 2^63 draws on has an index")
+	}
+	if d, ok := a.Index(h); !ok || d != 0 {
+		t.Fatalf("the start: index %d %v, want 0", d, ok)
+	}
+}
+
+// BenchmarkAhead measures what a py1e resume's count does with and
+// without draws made ahead, per 4,096-draw span against a line as the
+// resume's (a 4M-position shift window: step 2^31; a hit region of 8k
+// positions): Generator.CountLine, which makes the draws, against
+// Ahead.CountLine on draws made by Fill; and Fill itself (per draw).
+func BenchmarkAhead(b *testing.B) {
+	const n, span = 1 << 20, 4096
+	g := New(3)
+	a := NewAhead(*g, n)
+	a.Fill()
+	step := int64(1) << 31
+	k0 := int64(span/2) * step
+	lo, hi := int64(1)<<21, int64(8192)<<31
+	b.Run("generate", func(b *testing.B) {
+		h := *g
+		for b.Loop() {
+			h.CountLine(span, k0, step, lo, hi, nil)
+		}
+	})
+	b.Run("ahead", func(b *testing.B) {
+		var hits []LineHit
+		at := int64(0)
+		for b.Loop() {
+			_, hits, _ = a.CountLine(at, span, k0, step, lo, hi, hits[:0])
+			at = (at + span) % (n - span)
+		}
+	})
+	b.Run("fill-4096", func(b *testing.B) {
+		c := NewAhead(*g, n)
+		c.top, c.ck = make([]uint16, n), make([]u128, n/aheadEvery)
+		for b.Loop() {
+			c.fillFrom(0, span)
+		}
+	})
+}
+
+// TestStepsTo: the steps between two generators of a stream, up to a
+// bound; -1 past it, backwards, or on another stream.
+func TestStepsTo(t *testing.T) {
+	g := New(4)
+	for d := range 12 {
+		h := *g
+		h.Advance(uint64(d))
+		want := d
+		if d > 8 {
+			want = -1
+		}
+		if got := g.StepsTo(h, 8); got != want {
+			t.Fatalf("%d steps on: StepsTo %d, want %d", d, got, want)
+		}
+		if d > 0 {
+			if got := h.StepsTo(*g, 8); got != -1 {
+				t.Fatalf("%d steps back: StepsTo %d, want -1", d, got)
+			}
+		}
+	}
+	if got := g.StepsTo(*New(5), 8); got != -1 {
+		t.Fatalf("another stream: StepsTo %d, want -1", got)
 	}
 }
