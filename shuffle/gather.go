@@ -102,7 +102,7 @@ func (e *py1e) gather(dst []int64, pos, n int64, want []uint64) int {
 		})
 		ns, nstop := l.spanPos[l.nodeSpan[c]], l.spanPos[l.nodeSpan[c+1]]
 		k := min(n-i, nstop-p)
-		e.readyFor(c, p-ns, k)
+		e.ready(c)
 		if sm := e.sparseMax; (sm == 0 && k <= sparseDefault) || k <= sm {
 			// Short: the sparse path's inputs of the range, and the IDs
 			// of the selected ones only (each needs its span shuffled;

@@ -32,13 +32,6 @@ type py1e struct {
 	next     nprand.Generator
 	lo, hi   int64
 
-	// ahead is the run of draws made in advance for the first count of
-	// the node last prepared (py1e_ahead.go), until that count is over;
-	// aheadSync makes runs on one core too, before the skip (tests).
-	ahead     atomic.Pointer[aheadRun]
-	aheadSync bool
-	aheadHook func(*aheadRun) // tests: called with each run made
-
 	// sparseMax is the longest request fillSparse serves (0: the default,
 	// sparseDefault; negative: never); sparseSlack, when positive, replaces
 	// its first guess's slack (tests force retries and fallbacks with it).
@@ -71,7 +64,7 @@ func (e *py1e) fill(dst []int64, pos int64) {
 		})
 		ns, nstop := l.spanPos[l.nodeSpan[c]], l.spanPos[l.nodeSpan[c+1]]
 		k := min(int64(len(dst)), nstop-pos)
-		e.readyFor(c, pos-ns, k)
+		e.ready(c)
 		e.fillNode(dst[:k], c, pos-ns, pos-ns+k)
 		dst = dst[k:]
 		pos += k

@@ -34,13 +34,9 @@ func (e *py1e) countKeep(c int, x0, x1 float64, kept []jPos) (int64, []jPos) {
 	hi := sort.Search(last-first, func(k int) bool { return float64(l.spanPos[first+k]-ns) >= x1+mm }) + first
 	hi = max(hi, lo)
 	below := l.spanPos[lo] - ns // spans before lo lie wholly below x0
-	run := e.aheadFor(c)
-	if run != nil {
-		run.stop() // what is not made by now, the count makes
-	}
 	par := runtime.GOMAXPROCS(0)
 	if draws := l.spanPos[hi] - l.spanPos[lo]; par < 2 || hi-lo < 2*par || draws < 1<<18 {
-		n, k := e.countSpans(lo, hi, ns, x0, x1, kept, run)
+		n, k := e.countSpans(lo, hi, ns, x0, x1, kept)
 		return below + n, k
 	}
 	// Chunks of spans taken in turn by the caller and par-1 goroutines:
@@ -61,7 +57,7 @@ func (e *py1e) countKeep(c int, x0, x1 float64, kept []jPos) (int64, []jPos) {
 				return
 			}
 			a, b := lo+(hi-lo)*k/chunks, lo+(hi-lo)*(k+1)/chunks
-			parts[k].n, parts[k].kept = e.countSpans(a, b, ns, x0, x1, make([]jPos, 0, cap(kept)/chunks+64), run)
+			parts[k].n, parts[k].kept = e.countSpans(a, b, ns, x0, x1, make([]jPos, 0, cap(kept)/chunks+64))
 		}
 	}
 	var wg sync.WaitGroup
@@ -82,9 +78,8 @@ func (e *py1e) countKeep(c int, x0, x1 float64, kept []jPos) (int64, []jPos) {
 }
 
 // countSpans is countKeep over spans [from, to) of a node starting at
-// ns, with the draws made ahead in run where it holds them (run may be
-// nil).
-func (e *py1e) countSpans(from, to int, ns int64, x0, x1 float64, kept []jPos, run *aheadRun) (int64, []jPos) {
+// ns.
+func (e *py1e) countSpans(from, to int, ns int64, x0, x1 float64, kept []jPos) (int64, []jPos) {
 	l := e.l
 	var below int64
 	var hits []nprand.LineHit
@@ -106,12 +101,8 @@ func (e *py1e) countSpans(from, to int, ns int64, x0, x1 float64, kept []jPos, r
 		}
 		g := e.uniCk[i]
 		g.Advance(uint64(jb - off))
-		src := lineSource{g: g, at: -1}
-		if run != nil && run.known[i-run.first] {
-			src.ahead, src.at = run, run.pos[i-run.first]+(jb-off)
-		}
 		var n int64
-		if n, kept, hits = countLine(src, jb, ja, lb, width, x0, x1, kept, hits); n < 0 {
+		if n, kept, hits = countLine(g, jb, ja, lb, width, x0, x1, kept, hits); n < 0 {
 			n, kept = countFloat(g, jb, ja, lb, width, x0, x1, kept)
 		}
 		below += n
@@ -150,7 +141,7 @@ func countFloat(g nprand.Generator, jb, ja int64, lb, width, x0, x1 float64, kep
 // lines come back as hits and are resolved with the position's own
 // floating-point expression. It reports -1 when the line would not fit in
 // integers (tiny widths); countFloat serves those.
-func countLine(src lineSource, jb, ja int64, lb, width, x0, x1 float64, kept []jPos, hits []nprand.LineHit) (int64, []jPos, []nprand.LineHit) {
+func countLine(g nprand.Generator, jb, ja int64, lb, width, x0, x1 float64, kept []jPos, hits []nprand.LineHit) (int64, []jPos, []nprand.LineHit) {
 	n := ja - jb
 	step := 0x1p53 / width
 	if !(width >= 1) || n > 1<<30 { // (n fits an int everywhere)
@@ -169,7 +160,7 @@ func countLine(src lineSource, jb, ja int64, lb, width, x0, x1 float64, kept []j
 	s := int64(math.Round(step))
 	k0, k1 := int64(math.Round(k0f)), int64(math.Round(k1f))
 	margin := int64(marginF)
-	nb, hits := src.countLine(int(n), k0, s, margin, k1-k0+margin, hits[:0])
+	nb, hits := g.CountLine(int(n), k0, s, margin, k1-k0+margin, hits[:0])
 	below := int64(nb)
 	for _, h := range hits {
 		j := jb + int64(h.T)
@@ -183,24 +174,6 @@ func countLine(src lineSource, jb, ja int64, lb, width, x0, x1 float64, kept []j
 		}
 	}
 	return below, kept, hits
-}
-
-// lineSource is where countLine's draws come from: the generator g, or
-// draws [at, at+n) of ahead's run when it holds them (the same draws).
-type lineSource struct {
-	g     nprand.Generator
-	ahead *aheadRun
-	at    int64
-}
-
-func (s *lineSource) countLine(n int, k0, step, lo, hi int64, hits []nprand.LineHit) (int, []nprand.LineHit) {
-	if s.ahead != nil {
-		if nb, h, ok := s.ahead.run.Load().CountLine(s.at, n, k0, step, lo, hi, hits); ok {
-			s.ahead.used.Add(1)
-			return nb, h
-		}
-	}
-	return s.g.CountLine(n, k0, step, lo, hi, hits)
 }
 
 // countBelow adds to below the number of the positions j+t + (lb +

@@ -255,23 +255,13 @@ func TestCountLineMatchesFloat(t *testing.T) {
 		wantN, wantKept := countFloat(*g, jb, jb+n, lb, width, x0, x1, nil)
 		var gotN int64
 		var gotKept []jPos
-		gotN, gotKept, hits = countLine(lineSource{g: *g, at: -1}, jb, jb+n, lb, width, x0, x1, nil, hits)
+		gotN, gotKept, hits = countLine(*g, jb, jb+n, lb, width, x0, x1, nil, hits)
 		if gotN < 0 {
 			continue // out of the integer path's range
 		}
 		fast++
 		if gotN != wantN || !slices.Equal(gotKept, wantKept) {
 			t.Fatalf("case %d (jb=%d n=%d lb=%g width=%g x0=%g x1=%g): below %d, %d kept; want %d, %d",
-				it, jb, n, lb, width, x0, x1, gotN, len(gotKept), wantN, len(wantKept))
-		}
-		// The same draws made ahead (nprand's tests cover runs that
-		// start before the count's first draw).
-		ar := &aheadRun{}
-		ar.run.Store(nprand.NewAhead(*g, int(n+int64(it%2))))
-		ar.run.Load().Fill()
-		gotN, gotKept, hits = countLine(lineSource{g: *g, ahead: ar, at: 0}, jb, jb+n, lb, width, x0, x1, nil, hits)
-		if gotN != wantN || !slices.Equal(gotKept, wantKept) {
-			t.Fatalf("case %d, draws made ahead (jb=%d n=%d lb=%g width=%g x0=%g x1=%g): below %d, %d kept; want %d, %d",
 				it, jb, n, lb, width, x0, x1, gotN, len(gotKept), wantN, len(wantKept))
 		}
 	}

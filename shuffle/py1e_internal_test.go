@@ -2,13 +2,10 @@ package shuffle
 
 import (
 	"math"
-	"math/bits"
 	"math/rand/v2"
 	"runtime"
 	"slices"
 	"testing"
-
-	"github.com/sluicedata/sluice/nprand"
 )
 
 // TestPy1eChunks forces tiny evaluation windows so that the chunked path
@@ -230,91 +227,5 @@ func TestExpectedBelowFastPath(t *testing.T) {
 				t.Fatalf("node %d, x %v: expectedBelow %v, general expression %v", c, x, got, want)
 			}
 		}
-	}
-}
-
-// TestPy1eAhead compares a first request whose count ran on draws made
-// ahead (made at once, before the skip, on one goroutine) with the whole
-// permutation: random layouts with long spans (the vector kernels' runs),
-// several canonical nodes and block sizes, requests anywhere and of any
-// short length. It fails unless most requests' counts used the run.
-func TestPy1eAhead(t *testing.T) {
-	r := rand.New(rand.NewPCG(11, 12))
-	runs, served := 0, 0
-	for it := range 40 {
-		sizes := make([]int64, 2+r.IntN(30))
-		for i := range sizes {
-			sizes[i] = int64(300 + r.IntN(4000))
-		}
-		p := Params{Algo: Py1e, UnitSizes: sizes, NumCanonicalNodes: 1 + r.IntN(3),
-			Seed: int64(it), Epoch: int64(r.IntN(3)), BlockSize: int64(1000 + r.IntN(20000))}
-		want, err := Get(p)
-		if err != nil {
-			continue
-		}
-		for q := range 3 {
-			s, err := New(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			e := s.impl.(*py1e)
-			e.aheadSync = true
-			pos := r.Int64N(s.Len())
-			n := 1 + r.Int64N(min(s.Len()-pos, 300))
-			if q == 2 {
-				n = min(s.Len()-pos, 1+r.Int64N(3))
-			}
-			// Hold the run (sparseSel lets it go after the count).
-			var run *aheadRun
-			e.aheadHook = func(a *aheadRun) { run = a }
-			got := make([]int64, n)
-			if err := s.Fill(got, pos); err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(want[pos:pos+n], got) {
-				t.Fatalf("case %d %+v [%d, %d): output on draws made ahead differs\nwant %v\ngot  %v", it, p, pos, pos+n, want[pos:pos+n], got)
-			}
-			if run != nil {
-				runs++
-				if run.used.Load() > 0 {
-					served++
-				}
-			}
-		}
-	}
-	if runs < 60 || served < runs*3/4 {
-		t.Fatalf("%d requests made draws ahead, %d counted on them", runs, served)
-	}
-}
-
-// TestSkipMoments compares the closed-form moments of a skip's draws
-// with their sums step by step (and the mean with skips made).
-func TestSkipMoments(t *testing.T) {
-	for _, z := range []int64{0, 1, 2, 3, 5, 64, 65, 100, 1000, 4096, 4097, 12345, 1 << 20} {
-		var mean, vari float64
-		for i := int64(1); i < z; i++ {
-			m := float64(int64(1) << bits.Len64(uint64(i)))
-			p := float64(i+1) / m
-			mean += 1 / p
-			vari += (1 - p) / (p * p)
-		}
-		mean, vari = mean/2, vari/4
-		got := skipMoments(z)
-		if math.Abs(got[0]-mean) > 1e-9*max(mean, 1) || math.Abs(got[1]-vari) > 1e-9*max(vari, 1) {
-			t.Fatalf("z=%d: moments %v, want [%g %g]", z, got, mean, vari)
-		}
-	}
-	// The model against skips made: 2,000 shuffles of 4,096 elements
-	// take the mean's draws within 5 deviations.
-	g := nprand.New(3)
-	const runs = 2000
-	a := nprand.NewAhead(*g, 0)
-	for range runs {
-		g.SkipShuffle(4096)
-	}
-	d, ok := a.Index(*g)
-	m := skipMoments(4096)
-	if want, dev := runs*m[0], math.Sqrt(runs*m[1]); !ok || math.Abs(float64(d)-want) > 5*dev {
-		t.Fatalf("%d skips took %d draws (%v), model %g ± %g", runs, d, ok, want, dev)
 	}
 }

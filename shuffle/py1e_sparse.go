@@ -104,7 +104,6 @@ func (e *py1e) fillSparse(dst []int64, c int, lo, hi int64) bool {
 // when the guesses missed (the caller falls back to the window path).
 func (e *py1e) sparseSel(c int, lo, hi int64) ([]jPos, bool) {
 	e.ready(c)
-	defer e.dropAhead(c) // its first count is over
 	mm := (e.margin[c] - 2) / 2
 	d := 6*int64(math.Sqrt(float64(mm)/3)) + 64
 	if e.sparseSlack > 0 {
