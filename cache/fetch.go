@@ -480,29 +480,46 @@ func (d *Dataset) getInto(ctx context.Context, rel string, size int64, w io.Writ
 		b = v
 	}
 	if size < parallelThreshold {
-		return getRange(ctx, b, rel, w, 0, size, true)
+		return getRange(ctx, b, rel, w, 0, size, true, nil)
 	}
 	g, gctx := errgroup.WithContext(ctx)
+	sum := startRangeSum(gctx, b, rel, size) // see rangesum.go
 	g.SetLimit(partConcurrency)
 	for off := int64(0); off < size; off += partSize {
 		n := min(partSize, size-off)
-		g.Go(func() error { return getRange(gctx, b, rel, w, off, n, off+n == size) })
+		g.Go(func() error { return getRange(gctx, b, rel, w, off, n, off+n == size, sum) })
 	}
-	return g.Wait()
+	err := g.Wait()
+	if verr := sum.verify(b.URL(rel)); err == nil {
+		err = verr
+	}
+	return err
 }
 
 // getRange copies n bytes at off of object key into f at the same offset.
-// With last, it also checks that the object ends there.
-func getRange(ctx context.Context, b storage.Bucket, key string, f io.WriterAt, off, n int64, last bool) error {
+// With last, it also checks that the object ends there. With sum, the
+// bytes are summed for the check of the whole object (rangesum.go).
+func getRange(ctx context.Context, b storage.Bucket, key string, f io.WriterAt, off, n int64, last bool, sum *rangeSum) error {
 	want := n
-	if last {
-		want = -1 // read to the end, so a longer object is noticed
+	switch {
+	case last && off == 0:
+		want = -1 // the whole object: a longer one is noticed, and its checksum checked
+	case last:
+		// One byte more notices a longer object. A read to the end from
+		// an offset would cost a Stat first (storage.SettleRange).
+		want = n + 1
 	}
-	r, err := b.NewRangeReader(ctx, key, off, want)
+	body, err := b.NewRangeReader(ctx, key, off, want)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
+	defer body.Close()
+	var r io.Reader = body
+	if sum != nil {
+		if r, err = sum.reader(ctx, body, off); err != nil {
+			return err
+		}
+	}
 	var got int64
 	if blk, ok := f.(blockWriter); ok {
 		// Straight into the block: no copy through a buffer. A range

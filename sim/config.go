@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicedata/sluice/cache"
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/plan"
 	"github.com/sluicedata/sluice/stream/prefetch"
@@ -27,9 +28,22 @@ type Shard struct {
 	// Footprint is what the cache reserves while the shard is fetched:
 	// raw plus compressed bytes (cache.Dataset.Footprint).
 	Footprint int64
-	// Files is the number of store requests one download makes (one per
-	// file: 1 for MDS, 2 for JSON lines and CSV).
+	// Files is the number of files one download fetches (1 for MDS, 2
+	// for JSON lines and CSV).
 	Files int
+	// Requests is the number of store requests one download makes: a GET
+	// per file, or for a file large enough to be fetched in parallel
+	// ranges, a GET per range and the Stat their checksum comes from
+	// (cache.Requests). Zero means Files.
+	Requests int
+}
+
+// requests returns the store requests of one download of sh.
+func (sh *Shard) requests() int64 {
+	if sh.Requests > 0 {
+		return int64(sh.Requests)
+	}
+	return int64(sh.Files)
 }
 
 // Dataset is the simulated dataset: its shards in index order, and the
@@ -73,6 +87,7 @@ func DatasetFromIndex(idx *format.Index, indexBytes int64, keepZip bool) Dataset
 			sh.Files++
 			if zips[k] != nil {
 				zip = zips[k].Bytes
+				sh.Requests += cache.Requests(zip)
 				sh.StoredBytes += zip
 				sh.Footprint += raw + zip
 				sh.CachedBytes += raw
@@ -80,6 +95,7 @@ func DatasetFromIndex(idx *format.Index, indexBytes int64, keepZip bool) Dataset
 					sh.CachedBytes += zip
 				}
 			} else {
+				sh.Requests += cache.Requests(raw)
 				sh.StoredBytes += raw
 				sh.Footprint += raw
 				sh.CachedBytes += raw
@@ -96,7 +112,7 @@ func UniformDataset(sizes []int64, bytesPerSample int64, indexBytes int64) Datas
 	d := Dataset{Shards: make([]Shard, len(sizes)), IndexBytes: indexBytes}
 	for i, n := range sizes {
 		b := n * bytesPerSample
-		d.Shards[i] = Shard{Samples: n, StoredBytes: b, CachedBytes: b, Footprint: b, Files: 1}
+		d.Shards[i] = Shard{Samples: n, StoredBytes: b, CachedBytes: b, Footprint: b, Files: 1, Requests: cache.Requests(b)}
 	}
 	return d
 }
@@ -259,7 +275,7 @@ func (c *Config) validate() error {
 		}
 	}
 	for i, s := range c.Dataset.Shards {
-		if s.Samples < 0 || s.StoredBytes < 0 || s.CachedBytes < 0 || s.Footprint < 0 || s.Files < 0 {
+		if s.Samples < 0 || s.StoredBytes < 0 || s.CachedBytes < 0 || s.Footprint < 0 || s.Files < 0 || s.Requests < 0 {
 			return fmt.Errorf("%w: shard %d has a negative size", ErrInvalid, i)
 		}
 	}

@@ -144,7 +144,7 @@ func (nd *node) fetch(shard int, t float64, demand bool, origin int) {
 	nd.peak = max(nd.peak, nd.usage)
 	nd.arr[shard] = arrival{done: math.Inf(1)}
 	nd.bytes += sh.StoredBytes
-	nd.requests += int64(sh.Files)
+	nd.requests += sh.requests()
 	nd.downloads += int64(sh.Files)
 	nd.pending = append(nd.pending, pend{shard: shard, t: t, origin: int32(origin)})
 }

@@ -202,12 +202,17 @@ func readParts(ctx context.Context, b Bucket, key string, f *os.File, size int64
 }
 
 // readPart copies n bytes at off of the object into f at the same offset.
-// The last part reads to the end of the object, so that an object longer
-// than expected is noticed.
+// The last part asks for one byte more (or is the whole object), so that
+// an object longer than expected is noticed.
 func readPart(ctx context.Context, b Bucket, key string, f *os.File, off, n int64, last bool, progress func(int64), rc *RangeCheck) (err error) {
 	length := n
-	if last {
-		length = -1
+	switch {
+	case last && off == 0:
+		length = -1 // the whole object, its checksum checked by the store's reader
+	case last:
+		// One byte more notices a longer object; a read to the end from
+		// an offset would cost a Stat first (SettleRange).
+		length = n + 1
 	}
 	r, err := b.NewRangeReader(ctx, key, off, length)
 	if err != nil {
