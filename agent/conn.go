@@ -37,6 +37,17 @@ type conn struct {
 
 	feed   feedConn   // feed batches (feed.go)
 	tarseq tarSeqConn // tar sequences (tarseq.go)
+
+	// tail is the rest of the body of the reply being sent, after the
+	// body handle returned: buffers reply sends without copying them
+	// (conn_reply.go). Only the serving goroutine touches it.
+	tail [][]byte
+	// written holds the copy blocks of the copied records in tail, whose
+	// references are dropped once the reply is written.
+	written []*copyBlock
+	// scratch is reply's buffer for small inline records, reused by the
+	// next reply once the one that carried it is written.
+	scratch []byte
 }
 
 // leased is a batch whose locations the client has not released yet.
@@ -95,17 +106,28 @@ func (a *Agent) serveConn(ctx context.Context, c *conn) {
 			return
 		}
 		header, body, err := c.handle(ctx, f)
+		tail, written := c.tail, c.written
+		c.tail, c.written = nil, nil
 		if err != nil {
-			e := errorReply(err)
-			header, body = e, nil
+			header, body, tail, written = errorReply(err), nil, nil, nil
 		}
-		wbuf, err = agentapi.AppendFrame(wbuf[:0], header, body)
+		size := len(body)
+		for _, p := range tail {
+			size += len(p)
+		}
+		wbuf, err = agentapi.AppendFrameHead(wbuf[:0], header, size)
 		if err != nil {
 			e := errorReply(err)
 			wbuf, _ = agentapi.AppendFrame(wbuf[:0], e, nil)
+			tail, written = nil, nil
+		} else {
+			wbuf = append(wbuf, body...)
 		}
-		if err := c.write(wbuf); err != nil {
+		if err := c.write(wbuf, tail); err != nil {
 			return
+		}
+		for _, b := range written {
+			b.done()
 		}
 		if cap(wbuf) > 16<<20 {
 			wbuf = nil // do not pin a huge buffer for a small follow-up
@@ -486,88 +508,6 @@ func (c *conn) get(ctx context.Context, req agentapi.Get) (any, []byte, error) {
 	b := agentapi.Batch{Op: agentapi.OpBatch, N: 1, Shards: []agentapi.BatchShard{{Shard: loc.shard, Size: loc.size}}}
 	body := agentapi.AppendEntry(nil, agentapi.Entry{Sample: loc.sample, Ref: agentapi.InlineFlag, Length: uint32(len(rec))})
 	return b, append(body, rec...), nil
-}
-
-// reply builds a batch reply from locations. Copied records (read ahead
-// under a cache limit) and inlined ones are sent in the reply, the latter
-// read here and their leases dropped at once; the others stay leased under
-// the batch ID until the client releases it. A shard whose samples are all
-// sent inline is listed without a path, as get's.
-func (c *conn) reply(iter int, locs []location, done bool, inlineMax int) (any, []byte, error) {
-	b := agentapi.Batch{Op: agentapi.OpBatch, N: len(locs), Done: done}
-	refs := map[int]uint32{}
-	body := make([]byte, 0, len(locs)*agentapi.EntrySize)
-	var inline []byte
-	var kept []location
-	var files map[string]*os.File
-	defer func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}()
-	for i, l := range locs {
-		e := agentapi.Entry{Sample: l.sample, Length: uint32(l.length)}
-		ref, ok := refs[l.shard]
-		if !ok {
-			ref = uint32(len(b.Shards))
-			refs[l.shard] = ref
-			b.Shards = append(b.Shards, agentapi.BatchShard{Shard: l.shard, Size: l.size})
-		}
-		switch {
-		case l.rec != nil:
-			e.Ref, e.Offset = ref|agentapi.InlineFlag, uint64(len(inline))
-			inline = append(inline, l.rec...)
-		case l.length <= int64(inlineMax):
-			if files == nil {
-				files = map[string]*os.File{}
-			}
-			f, ok := files[l.path]
-			if !ok {
-				var err error
-				if f, err = os.Open(l.path); err != nil {
-					releaseLocs(locs[i:])
-					releaseLocs(kept)
-					return nil, nil, fmt.Errorf("agent: read sample %d: %w", l.sample, err)
-				}
-				files[l.path] = f
-			}
-			start := len(inline)
-			inline = append(inline, make([]byte, l.length)...)
-			if _, err := f.ReadAt(inline[start:], l.offset); err != nil {
-				releaseLocs(locs[i:])
-				releaseLocs(kept)
-				return nil, nil, fmt.Errorf("agent: read sample %d from %s: %w", l.sample, l.path, err)
-			}
-			e.Ref, e.Offset = ref|agentapi.InlineFlag, uint64(start)
-			l.release()
-		default:
-			b.Shards[ref].Path = l.path
-			e.Ref, e.Offset = ref, uint64(l.offset)
-			if kept == nil {
-				kept = make([]location, 0, len(locs)-i)
-			}
-			kept = append(kept, l)
-		}
-		body = agentapi.AppendEntry(body, e)
-	}
-	body = append(body, inline...)
-	if len(kept) > 0 {
-		c.mu.Lock()
-		c.nextBatch++
-		b.ID = c.nextBatch
-		c.batches[b.ID] = &leased{iter: iter, locs: kept}
-		c.mu.Unlock()
-	}
-	c.a.mu.Lock()
-	c.a.samples += int64(len(locs))
-	c.a.mu.Unlock()
-	return b, body, nil
-}
-
-func releaseLocs(locs []location) {
-	for _, l := range locs {
-		l.release()
-	}
 }
 
 func (c *conn) release(ids []int64) {

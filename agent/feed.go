@@ -116,11 +116,19 @@ func (fi *feedIter) closeFiles(keep map[string]bool) {
 	}
 }
 
-// write sends one reply frame, with the pending memory file if any (which
-// it then closes: the client holds its own descriptor).
-func (c *conn) write(frame []byte) error {
+// write sends one reply frame, the rest of its body in tail (one gathered
+// write), with the pending memory file if any (which it then closes: the
+// client holds its own descriptor; a reply with a memory file has no
+// tail).
+func (c *conn) write(frame []byte, tail [][]byte) error {
 	fd := c.feed.fd
 	if fd <= 0 {
+		if len(tail) > 0 {
+			bufs := make(net.Buffers, 0, 1+len(tail))
+			bufs = append(append(bufs, frame), tail...)
+			_, err := bufs.WriteTo(c.nc)
+			return err
+		}
 		_, err := c.nc.Write(frame)
 		return err
 	}

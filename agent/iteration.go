@@ -27,6 +27,9 @@ type location struct {
 	// ahead under a cache limit, see iteration_ahead.go); path and offset
 	// are then unset.
 	rec []byte
+	// blk is the block rec was cut from (iteration_ahead.go): a reply
+	// that wrote rec calls its done.
+	blk *copyBlock
 	// release drops the lease; it must be called exactly once.
 	release func()
 }
@@ -66,7 +69,8 @@ func startIteration(ep *stream.Epoch, worker int, skip int64, sizes []int64, ahe
 	}
 	it := &iteration{ch: make(chan location, iterBuffer), done: make(chan struct{}), cancel: cancel,
 		taken: make(chan struct{}, 1)}
-	go it.run(ctx, sit, skip, &producer{it: it, sizes: sizes, ahead: ahead, copy: readAhead, run: -1})
+	go it.run(ctx, sit, skip, &producer{it: it, sizes: sizes, ahead: ahead, copy: readAhead, run: -1,
+		free: make(chan *copyBlock, copyFree)})
 	return it, nil
 }
 

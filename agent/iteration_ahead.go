@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/sluicedata/sluice/stream"
 )
@@ -35,22 +36,63 @@ import (
 // samples the client has not asked for beyond the one leased run; a take
 // waits at most its request's wait for the producer. Demand fetches wait
 // for room only against leases of runs clients were sent or are about to
-// be sent, which they release as they read.
+// be sent, which they release as they read. A copy holds no lease at any
+// time: the shard it was read from is leased only while the stream reads
+// it (its current shard, which a shard present needs no room for), so a
+// client that stops asking holds up no one's fetch with its buffered
+// copies, however large.
+//
+// Copies cost memory bandwidth (the producer's copy, the socket's two),
+// where a leased record is read by the client from its mapping: with 100
+// KB records, BenchmarkAgentWarmShuffled/100KB/limited spends about 2.5x
+// /cached's CPU a sample (it spent 3.8x serving one sample a reply). So a
+// reply writes the copies straight from the blocks they were cut from
+// (conn_reply.go: one gathered write, no copy into the reply), and blocks
+// whose copies were written are reused, not allocated again.
 const (
 	// copyBudget bounds the bytes of copied records an iteration keeps in
-	// its buffer, and those one reply carries.
+	// its buffer, and those one reply carries (plus one record).
 	copyBudget = 2 << 20
 	// copyMax is the largest record copied; a larger one waits for the
-	// leased bound as before. Copies cost the client too (the reply's
-	// inline area is read off the socket and sliced, where a leased record
-	// is read from its mapping): through a torch DataLoader with 2 workers
-	// under a limit, samples/s old and copied were 2,414-2,697 and
-	// 1,239-1,284 for 100 KB records, 4,606 and 4,526 for 16 KB, 10,973
-	// and 19,770 for 4 KB (load 6-9).
-	copyMax = 16 << 10
+	// leased bound as before (its copies cost about what a round trip
+	// does). It was 16 KiB while the reply copied each record four more
+	// times: 100 KB records copied then came 2x slower through a
+	// DataLoader, and were served about one a reply.
+	copyMax = 256 << 10
 	// copyChunk is the size of the blocks copies are cut from.
-	copyChunk = 64 << 10
+	copyChunk = 256 << 10
+	// copyFree is how many blocks whose copies have all been written an
+	// iteration keeps for its next copies: what its buffer and the reply
+	// being written hold at most (a block allocated for each large record
+	// cost its zeroing and the garbage collector's work, about a third of
+	// the copy path's CPU with 100 KB records: 91-94 against 63-77 µs a
+	// sample).
+	copyFree = 2 * copyBudget / copyChunk
 )
+
+// copyBlock is a block the producer cuts copies from. It goes back to its
+// iteration's free list once the producer has moved to another block and
+// every copy cut from it was written to a client (done); a copy consumed
+// otherwise (the feed) never calls done, and its block is left to the
+// garbage collector.
+type copyBlock struct {
+	buf  []byte
+	refs atomic.Int32 // copies not written yet, and 1 while the producer cuts from it
+	free chan *copyBlock
+}
+
+// done drops one reference to b; the last returns b to the free list,
+// if it has room.
+func (b *copyBlock) done() {
+	if b.refs.Add(-1) != 0 {
+		return
+	}
+	b.buf = b.buf[:0]
+	select {
+	case b.free <- b:
+	default:
+	}
+}
 
 // producer is the state of an iteration's producer goroutine.
 type producer struct {
@@ -61,9 +103,10 @@ type producer struct {
 	// run is the shard of the leased run being pushed: the last location
 	// pushed was leased, of this shard. -1 when the last was a copy.
 	run    int
-	pushed int64   // locations sent to the buffer
-	ends   []int64 // for each earlier leased run still in the buffer, pushed at its end
-	chunk  []byte  // the block copies are cut from
+	pushed int64      // locations sent to the buffer
+	ends   []int64    // for each earlier leased run still in the buffer, pushed at its end
+	blk    *copyBlock // the block copies are cut from
+	free   chan *copyBlock
 }
 
 // noRelease is the release of a location that holds no lease.
@@ -158,22 +201,46 @@ func (p *producer) pushLeased(ctx context.Context, sit *stream.Iterator, shard i
 // pushCopy sends a copy of the current sample's record, rec.
 func (p *producer) pushCopy(ctx context.Context, sit *stream.Iterator, shard int, rec []byte) bool {
 	n := len(rec)
-	if p.chunk == nil || cap(p.chunk)-len(p.chunk) < n {
-		// A new block; the copies cut from the old one keep it alive
-		// until they are sent. (Never nil: an empty record's copy must
-		// still be a non-nil slice, which marks the location copied.)
-		p.chunk = make([]byte, 0, max(copyChunk, n))
-	}
-	start := len(p.chunk)
-	p.chunk = append(p.chunk, rec...)
+	b := p.block(n)
+	start := len(b.buf)
+	b.buf = append(b.buf, rec...)
+	b.refs.Add(1)
 	l := location{sample: sit.ID(), shard: shard, size: p.size(shard), length: int64(n),
-		rec: p.chunk[start : start+n : start+n], release: noRelease}
+		rec: b.buf[start : start+n : start+n], blk: b, release: noRelease}
 	p.it.copied.Add(int64(n))
 	select {
 	case p.it.ch <- l:
 		p.pushed++
 		return true
 	case <-ctx.Done():
+		b.done()
 		return false
 	}
+}
+
+// block returns a block with room for n bytes of copies: the current one,
+// or one from the free list or new, becoming the current one. (Its buffer
+// is never nil: an empty record's copy must still be a non-nil slice,
+// which marks the location copied.)
+func (p *producer) block(n int) *copyBlock {
+	if b := p.blk; b != nil && cap(b.buf)-len(b.buf) >= n {
+		return b
+	}
+	if p.blk != nil {
+		p.blk.done() // the producer's reference
+	}
+	var b *copyBlock
+	select {
+	case b = <-p.free:
+		if cap(b.buf) < n {
+			b = nil
+		}
+	default:
+	}
+	if b == nil {
+		b = &copyBlock{buf: make([]byte, 0, max(copyChunk, n)), free: p.free}
+	}
+	b.refs.Store(1)
+	p.blk = b
+	return b
 }

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicedata/sluice/agentapi"
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/format/mds"
 )
 
 // reader reads one worker's iteration batch by batch as the Python client
@@ -27,10 +30,70 @@ type reader struct {
 	leased  int // the most shards one reply leased (entries not inline)
 	done    bool
 	files   map[string][]byte
+	size    int // the records' text size (recordText); 0: "sample N"
 }
 
 func newReader(t *testing.T, c *agentapi.Client, iter, max int) *reader {
 	return &reader{t: t, c: c, iter: iter, max: max, files: map[string][]byte{}}
+}
+
+// recordText is the text of sample id in a dataset of records of size
+// bytes of text (writeRecords; writeDataset's "sample N" when size is 0).
+func recordText(id int64, size int) string {
+	s := fmt.Sprintf("sample %d", id)
+	if size > len(s) {
+		s += strings.Repeat("x", size-len(s))
+	}
+	return s
+}
+
+// recordCase is a record size the read-ahead tests run at: small (~25
+// bytes, like tokenized text) and over 16 KiB, the largest record the
+// read-ahead copied before.
+type recordCase struct {
+	name string
+	size int   // bytes of text a record; 0: writeDataset's
+	n    int   // samples
+	cut  int64 // the shards' size limit
+}
+
+var recordCases = []recordCase{{"small", 0, 2000, 1 << 10}, {"40KB", 40 << 10, 400, 1 << 20}}
+
+// reader is newReader for records of rc's size.
+func (rc recordCase) reader(t *testing.T, c *agentapi.Client, iter, max int) *reader {
+	r := newReader(t, c, iter, max)
+	r.size = rc.size
+	return r
+}
+
+// start serves an agent over a dataset of rc's records.
+func (rc recordCase) start(t *testing.T, opts *Options) *harness {
+	t.Helper()
+	if rc.size == 0 {
+		return startAgentShards(t, rc.n, rc.cut, opts)
+	}
+	h := startAgentShards(t, 1, 1<<10, opts)
+	h.remote = t.TempDir()
+	writeRecords(t, h.remote, rc.n, rc.size, rc.cut)
+	return h
+}
+
+// writeRecords writes n samples {id, text: recordText(id, size)} in shards
+// of at most sizeLimit bytes.
+func writeRecords(t *testing.T, dir string, n, size int, sizeLimit int64) {
+	t.Helper()
+	w, err := mds.NewWriter(dir, &mds.WriterOptions{Columns: map[string]string{"id": "int", "text": "str"}, SizeLimit: sizeLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := w.Write(format.Sample{"id": int64(i), "text": recordText(int64(i), size)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // next asks for one batch and reports how many samples it carried (0: the
@@ -72,8 +135,8 @@ func (r *reader) next() int {
 		if got := int64(binary.LittleEndian.Uint64(rec[4:12])); got != e.Sample {
 			r.t.Fatalf("record of sample %d holds id %d", e.Sample, got)
 		}
-		if got, want := string(rec[12:]), fmt.Sprintf("sample %d", e.Sample); got != want {
-			r.t.Fatalf("record of sample %d holds text %q", e.Sample, got)
+		if got, want := string(rec[12:]), recordText(e.Sample, r.size); got != want {
+			r.t.Fatalf("record of sample %d holds a text of %d bytes beginning %q", e.Sample, len(got), got[:min(len(got), 20)])
 		}
 		r.ids = append(r.ids, e.Sample)
 	}
@@ -104,48 +167,52 @@ func begin(t *testing.T, h *harness, c *agentapi.Client, limit int64, job, round
 // replies of many samples, in the plan's order, each record intact, while
 // a reply leases at most one shard (the rest is copied inline); under a
 // limit of a few shards that evicts through the epoch, the same order and
-// lease bound. The agent used to answer about one sample a reply
-// there (1.0 in BenchmarkAgentWarmShuffled/limited).
+// lease bound. Small records and records of 40 KB. The agent used to
+// answer about one sample a reply there (1.0 in
+// BenchmarkAgentWarmShuffled/limited), and for records over 16 KiB until
+// they were copied too.
 func TestLimitedShuffledRepliesCarryManySamples(t *testing.T) {
-	for _, room := range []int{0, servedShards + 2} {
-		name := "holds the data"
-		if room > 0 {
-			name = fmt.Sprintf("%d shards", room)
-		}
-		t.Run(name, func(t *testing.T) {
-			h := startAgentShards(t, 3000, 1<<10, nil)
-			limit, total, _ := limitFor(t, h.remote, room)
-			if room == 0 {
-				limit = 2 * total
-			} else if limit >= total {
-				t.Fatalf("limit %d not under the data %d", limit, total)
+	for _, rc := range recordCases {
+		for _, room := range []int{0, servedShards + 2} {
+			name := rc.name + "/holds the data"
+			if room > 0 {
+				name = fmt.Sprintf("%s/%d shards", rc.name, room)
 			}
-			w := agentapi.World{WorldSize: 1, LocalWorldSize: 1, NumWorkers: 1}
-			want := planIDs(t, h, 2, w)
-			c := h.dial()
-			for epoch := range 2 {
-				r := newReader(t, c, begin(t, h, c, limit, "j", "", w), 256)
-				for deadline := time.Now().Add(60 * time.Second); !r.done; {
-					if time.Now().After(deadline) {
-						t.Fatalf("epoch %d: %d samples in 60 s", epoch, len(r.ids))
+			t.Run(name, func(t *testing.T) {
+				h := rc.start(t, nil)
+				limit, total, _ := limitFor(t, h.remote, room)
+				if room == 0 {
+					limit = 2 * total
+				} else if limit >= total {
+					t.Fatalf("limit %d not under the data %d", limit, total)
+				}
+				w := agentapi.World{WorldSize: 1, LocalWorldSize: 1, NumWorkers: 1}
+				want := planIDs(t, h, 2, w)
+				c := h.dial()
+				for epoch := range 2 {
+					r := rc.reader(t, c, begin(t, h, c, limit, "j", "", w), 256)
+					for deadline := time.Now().Add(60 * time.Second); !r.done; {
+						if time.Now().After(deadline) {
+							t.Fatalf("epoch %d: %d samples in 60 s", epoch, len(r.ids))
+						}
+						r.next()
 					}
-					r.next()
+					if !slices.Equal(r.ids, want[epoch]) {
+						t.Fatalf("epoch %d: %d samples not in the plan's order (%d planned)", epoch, len(r.ids), len(want[epoch]))
+					}
+					per := float64(len(r.ids)) / float64(r.replies)
+					t.Logf("epoch %d: %d samples in %d replies (%.1f a reply), at most %d shards leased a reply", epoch, len(r.ids), r.replies, per, r.leased)
+					// Evicting, the producer waits for a download at nearly
+					// every sample and a reply carries what is ready.
+					if room == 0 && per < 16 {
+						t.Errorf("epoch %d: %.1f samples a reply, want many (batches of 256)", epoch, per)
+					}
+					if r.leased > 1 {
+						t.Errorf("epoch %d: a reply leased %d shards, want at most 1", epoch, r.leased)
+					}
 				}
-				if !slices.Equal(r.ids, want[epoch]) {
-					t.Fatalf("epoch %d: %d samples not in the plan's order (%d planned)", epoch, len(r.ids), len(want[epoch]))
-				}
-				per := float64(len(r.ids)) / float64(r.replies)
-				t.Logf("epoch %d: %d samples in %d replies (%.1f a reply), at most %d shards leased a reply", epoch, len(r.ids), r.replies, per, r.leased)
-				// Evicting, the producer waits for a download at nearly
-				// every sample and a reply carries what is ready.
-				if room == 0 && per < 16 {
-					t.Errorf("epoch %d: %.1f samples a reply, want many (batches of 256)", epoch, per)
-				}
-				if r.leased > 1 {
-					t.Errorf("epoch %d: a reply leased %d shards, want at most 1", epoch, r.leased)
-				}
-			}
-		})
+			})
+		}
 	}
 }
 
@@ -172,55 +239,60 @@ func limitedPlan(t *testing.T, h *harness, epoch, workers int) [][]int64 {
 // epochs complete, each worker's samples in the plan's order, every
 // sample once.
 func TestLimitedShapesShareTheCache(t *testing.T) {
-	h := startAgentShards(t, 2000, 1<<10, &Options{Wait: 100 * time.Millisecond})
-	limit, total, _ := limitFor(t, h.remote, (1+2+1)*servedShards+1)
-	if limit >= total {
-		t.Fatalf("limit %d not under the data %d", limit, total)
-	}
-	// The training process's peek: one batch taken and held.
-	pc := h.dial()
-	peek := newReader(t, pc, begin(t, h, pc, limit, "train", "peek", agentapi.World{WorldSize: 1, LocalWorldSize: 1}), 4)
-	for peek.next() == 0 {
-		if peek.done {
-			t.Fatal("the peek's iteration ended empty")
-		}
-	}
-	workers := make([]*reader, 2)
-	for w := range workers {
-		c := h.dial()
-		workers[w] = newReader(t, c, begin(t, h, c, limit, "train", "loader", agentapi.World{WorldSize: 1, LocalWorldSize: 1, Worker: w, NumWorkers: 2}), 8)
-	}
-	oc := h.dial()
-	other := newReader(t, oc, begin(t, h, oc, limit, "other", "", agentapi.World{WorldSize: 1, LocalWorldSize: 1}), 8)
-	deadline := time.Now().Add(60 * time.Second)
-	for turn := 0; !workers[0].done || !workers[1].done || !other.done; {
-		if time.Now().After(deadline) {
-			t.Fatalf("no end within 60 s: workers at %d and %d samples (worker %d's turn), the other job at %d (limit %d bytes)",
-				len(workers[0].ids), len(workers[1].ids), turn, len(other.ids), limit)
-		}
-		if !other.done {
-			other.next()
-		}
-		w := workers[turn]
-		if w.done || w.next() > 0 {
-			turn = 1 - turn
-		}
-	}
-	// The peek began epoch 0 of the training job's rank; the loader's
-	// workers play epoch 1.
-	want := limitedPlan(t, h, 1, 2)
-	for w, r := range workers {
-		if !slices.Equal(r.ids, want[w]) {
-			t.Errorf("worker %d: %d samples not in the plan's order (%d planned)", w, len(r.ids), len(want[w]))
-		}
-	}
-	all := slices.Concat(workers[0].ids, workers[1].ids)
-	slices.Sort(all)
-	if len(all) != 2000 || len(slices.Compact(all)) != 2000 {
-		t.Errorf("the loader's epoch gave %d samples, %d distinct; want 2000 once each", len(all), len(slices.Compact(all)))
-	}
-	if want := limitedPlan(t, h, 0, 1)[0]; !slices.Equal(other.ids, want) {
-		t.Errorf("the other job: %d samples not in the plan's order (%d planned)", len(other.ids), len(want))
+	for _, rc := range recordCases {
+		t.Run(rc.name, func(t *testing.T) {
+			h := rc.start(t, &Options{Wait: 100 * time.Millisecond})
+			limit, total, _ := limitFor(t, h.remote, (1+2+1)*servedShards+1)
+			if limit >= total {
+				t.Fatalf("limit %d not under the data %d", limit, total)
+			}
+			// The training process's peek: one batch taken and held.
+			pc := h.dial()
+			peek := rc.reader(t, pc, begin(t, h, pc, limit, "train", "peek", agentapi.World{WorldSize: 1, LocalWorldSize: 1}), 4)
+			for peek.next() == 0 {
+				if peek.done {
+					t.Fatal("the peek's iteration ended empty")
+				}
+			}
+			workers := make([]*reader, 2)
+			for w := range workers {
+				c := h.dial()
+				workers[w] = rc.reader(t, c, begin(t, h, c, limit, "train", "loader", agentapi.World{WorldSize: 1, LocalWorldSize: 1, Worker: w, NumWorkers: 2}), 8)
+			}
+			oc := h.dial()
+			other := rc.reader(t, oc, begin(t, h, oc, limit, "other", "", agentapi.World{WorldSize: 1, LocalWorldSize: 1}), 8)
+			deadline := time.Now().Add(60 * time.Second)
+			for turn := 0; !workers[0].done || !workers[1].done || !other.done; {
+				if time.Now().After(deadline) {
+					t.Fatalf("no end within 60 s: workers at %d and %d samples (worker %d's turn), the other job at %d (limit %d bytes)",
+						len(workers[0].ids), len(workers[1].ids), turn, len(other.ids), limit)
+				}
+				if !other.done {
+					other.next()
+				}
+				w := workers[turn]
+				if w.done || w.next() > 0 {
+					turn = 1 - turn
+				}
+			}
+			// The peek began epoch 0 of the training job's rank; the loader's
+			// workers play epoch 1.
+			want := limitedPlan(t, h, 1, 2)
+			for w, r := range workers {
+				if !slices.Equal(r.ids, want[w]) {
+					t.Errorf("worker %d: %d samples not in the plan's order (%d planned)", w, len(r.ids), len(want[w]))
+				}
+			}
+			all := slices.Concat(workers[0].ids, workers[1].ids)
+			slices.Sort(all)
+			n := len(all)
+			if distinct := len(slices.Compact(all)); n != rc.n || distinct != rc.n {
+				t.Errorf("the loader's epoch gave %d samples, %d distinct; want %d once each", n, distinct, rc.n)
+			}
+			if want := limitedPlan(t, h, 0, 1)[0]; !slices.Equal(other.ids, want) {
+				t.Errorf("the other job: %d samples not in the plan's order (%d planned)", len(other.ids), len(want))
+			}
+		})
 	}
 }
 
@@ -230,33 +302,37 @@ func TestLimitedShapesShareTheCache(t *testing.T) {
 // while worker 0 reads its whole epoch; then worker 1 goes on. Worker 1's
 // read-ahead must not keep worker 0's shards from the cache meanwhile.
 func TestLimitedSlowWorkerDoesNotStallOthers(t *testing.T) {
-	h := startAgentShards(t, 2000, 1<<10, &Options{Wait: 100 * time.Millisecond})
-	limit, total, _ := limitFor(t, h.remote, 2*servedShards+1)
-	if limit >= total {
-		t.Fatalf("limit %d not under the data %d", limit, total)
-	}
-	workers := make([]*reader, 2)
-	for w := range workers {
-		c := h.dial()
-		workers[w] = newReader(t, c, begin(t, h, c, limit, "j", "loader", agentapi.World{WorldSize: 1, LocalWorldSize: 1, Worker: w, NumWorkers: 2}), 16)
-	}
-	read := func(r *reader, stopAt int) {
-		t.Helper()
-		for deadline := time.Now().Add(60 * time.Second); !r.done && len(r.ids) < stopAt; {
-			if time.Now().After(deadline) {
-				t.Fatalf("no progress within 60 s: workers at %d and %d samples (limit %d bytes)", len(workers[0].ids), len(workers[1].ids), limit)
+	for _, rc := range recordCases {
+		t.Run(rc.name, func(t *testing.T) {
+			h := rc.start(t, &Options{Wait: 100 * time.Millisecond})
+			limit, total, _ := limitFor(t, h.remote, 2*servedShards+1)
+			if limit >= total {
+				t.Fatalf("limit %d not under the data %d", limit, total)
 			}
-			r.next()
-		}
-	}
-	read(workers[1], 1)
-	time.Sleep(200 * time.Millisecond) // worker 1's producer runs ahead meanwhile, as far as it may
-	read(workers[0], 1<<30)
-	read(workers[1], 1<<30)
-	want := limitedPlan(t, h, 0, 2)
-	for w, r := range workers {
-		if !slices.Equal(r.ids, want[w]) {
-			t.Errorf("worker %d: %d samples not in the plan's order (%d planned)", w, len(r.ids), len(want[w]))
-		}
+			workers := make([]*reader, 2)
+			for w := range workers {
+				c := h.dial()
+				workers[w] = rc.reader(t, c, begin(t, h, c, limit, "j", "loader", agentapi.World{WorldSize: 1, LocalWorldSize: 1, Worker: w, NumWorkers: 2}), 16)
+			}
+			read := func(r *reader, stopAt int) {
+				t.Helper()
+				for deadline := time.Now().Add(60 * time.Second); !r.done && len(r.ids) < stopAt; {
+					if time.Now().After(deadline) {
+						t.Fatalf("no progress within 60 s: workers at %d and %d samples (limit %d bytes)", len(workers[0].ids), len(workers[1].ids), limit)
+					}
+					r.next()
+				}
+			}
+			read(workers[1], 1)
+			time.Sleep(200 * time.Millisecond) // worker 1's producer runs ahead meanwhile, as far as it may
+			read(workers[0], 1<<30)
+			read(workers[1], 1<<30)
+			want := limitedPlan(t, h, 0, 2)
+			for w, r := range workers {
+				if !slices.Equal(r.ids, want[w]) {
+					t.Errorf("worker %d: %d samples not in the plan's order (%d planned)", w, len(r.ids), len(want[w]))
+				}
+			}
+		})
 	}
 }

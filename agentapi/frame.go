@@ -41,19 +41,36 @@ func AppendFrame(dst []byte, header any, body []byte) ([]byte, error) {
 	return appendRawFrame(dst, h, body)
 }
 
-func appendRawFrame(dst, h, body []byte) ([]byte, error) {
+// AppendFrameHead appends the start of a frame whose body of bodyLen bytes
+// the caller sends after it (from buffers of its own, without copying them
+// into dst): the length fields and the header.
+func AppendFrameHead(dst []byte, header any, bodyLen int) ([]byte, error) {
+	h, err := json.Marshal(header)
+	if err != nil {
+		return dst, fmt.Errorf("agentapi: encode header: %w", err)
+	}
+	return appendFrameHead(dst, h, bodyLen)
+}
+
+func appendFrameHead(dst, h []byte, bodyLen int) ([]byte, error) {
 	if len(h) > MaxHeader {
 		return dst, fmt.Errorf("%w: header of %d bytes exceeds %d", ErrFrame, len(h), MaxHeader)
 	}
-	total := 4 + len(h) + len(body)
-	if total > MaxFrame {
+	total := 4 + len(h) + bodyLen
+	if bodyLen < 0 || total > MaxFrame {
 		return dst, fmt.Errorf("%w: frame of %d bytes exceeds %d", ErrFrame, total, MaxFrame)
 	}
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(total))
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(h)))
-	dst = append(dst, h...)
-	dst = append(dst, body...)
-	return dst, nil
+	return append(dst, h...), nil
+}
+
+func appendRawFrame(dst, h, body []byte) ([]byte, error) {
+	dst, err := appendFrameHead(dst, h, len(body))
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, body...), nil
 }
 
 // ParseFrame decodes one frame from the start of b. It returns the frame and

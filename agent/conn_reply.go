@@ -1,0 +1,151 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/sluicedata/sluice/agentapi"
+)
+
+// pieceMin is the smallest inline record a reply sends from its own copy
+// (one more buffer of the socket write's gather list); smaller ones are
+// gathered into the connection's scratch buffer, where copying them costs
+// less than another buffer.
+const pieceMin = 4 << 10
+
+// scratchKeep bounds the scratch buffer a connection keeps between
+// replies: a larger one is dropped once written, not to pin it for small
+// follow-ups.
+const scratchKeep = 16 << 20
+
+// reply builds a batch reply from locations. Copied records (read ahead
+// under a cache limit) and inlined ones are sent in the reply, the latter
+// read here and their leases dropped at once; the others stay leased under
+// the batch ID until the client releases it. A shard whose samples are all
+// sent inline is listed without a path, as get's.
+//
+// The reply's body is the entries (returned) followed by the inline area
+// (c.tail): copies of pieceMin bytes or more are written from the copies
+// themselves, the rest from the scratch buffer, so a copied record is
+// copied once by the agent (from its shard, in the producer) and once by
+// the kernel into the socket; once the reply is written, their blocks
+// are done with them (c.written).
+func (c *conn) reply(iter int, locs []location, done bool, inlineMax int) (any, []byte, error) {
+	b := agentapi.Batch{Op: agentapi.OpBatch, N: len(locs), Done: done}
+	refs := map[int]uint32{}
+	body := make([]byte, 0, len(locs)*agentapi.EntrySize)
+	// The scratch buffer holds the small inline records: sized first so
+	// that the pieces sliced from it never move.
+	var need int
+	for _, l := range locs {
+		if l.rec != nil && len(l.rec) < pieceMin || l.rec == nil && l.length <= int64(inlineMax) {
+			need += int(l.length)
+		}
+	}
+	if cap(c.scratch) < need || cap(c.scratch) > scratchKeep {
+		c.scratch = make([]byte, 0, need)
+	}
+	scratch := c.scratch[:0]
+	var tail [][]byte
+	var inline uint64 // bytes of the inline area so far
+	run := -1         // the piece of tail that ends at scratch's end, or -1
+	// small adds scratch's last n bytes to the inline area, growing the
+	// piece that ends there if the last one does.
+	small := func(n int) {
+		inline += uint64(n)
+		end := len(scratch)
+		if run >= 0 {
+			tail[run] = scratch[end-n-len(tail[run]) : end : end]
+			return
+		}
+		run = len(tail)
+		tail = append(tail, scratch[end-n:end:end])
+	}
+	// own adds rec to the inline area as a piece of its own.
+	own := func(rec []byte) {
+		inline += uint64(len(rec))
+		tail = append(tail, rec)
+		run = -1
+	}
+	var copies []*copyBlock // the blocks of the copies sent, one for each
+	var kept []location
+	var files map[string]*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	fail := func(i int, err error) (any, []byte, error) {
+		releaseLocs(locs[i:])
+		releaseLocs(kept)
+		return nil, nil, err
+	}
+	for i, l := range locs {
+		e := agentapi.Entry{Sample: l.sample, Length: uint32(l.length)}
+		ref, ok := refs[l.shard]
+		if !ok {
+			ref = uint32(len(b.Shards))
+			refs[l.shard] = ref
+			b.Shards = append(b.Shards, agentapi.BatchShard{Shard: l.shard, Size: l.size})
+		}
+		switch {
+		case l.rec != nil:
+			if l.blk != nil {
+				copies = append(copies, l.blk)
+			}
+			e.Ref, e.Offset = ref|agentapi.InlineFlag, inline
+			if len(l.rec) >= pieceMin {
+				own(l.rec)
+			} else {
+				scratch = append(scratch, l.rec...)
+				small(len(l.rec))
+			}
+		case l.length <= int64(inlineMax):
+			if files == nil {
+				files = map[string]*os.File{}
+			}
+			f, ok := files[l.path]
+			if !ok {
+				var err error
+				if f, err = os.Open(l.path); err != nil {
+					return fail(i, fmt.Errorf("agent: read sample %d: %w", l.sample, err))
+				}
+				files[l.path] = f
+			}
+			start := len(scratch)
+			scratch = scratch[:start+int(l.length)]
+			if _, err := f.ReadAt(scratch[start:], l.offset); err != nil {
+				return fail(i, fmt.Errorf("agent: read sample %d from %s: %w", l.sample, l.path, err))
+			}
+			e.Ref, e.Offset = ref|agentapi.InlineFlag, inline
+			small(int(l.length))
+			l.release()
+		default:
+			b.Shards[ref].Path = l.path
+			e.Ref, e.Offset = ref, uint64(l.offset)
+			if kept == nil {
+				kept = make([]location, 0, len(locs)-i)
+			}
+			kept = append(kept, l)
+		}
+		body = agentapi.AppendEntry(body, e)
+	}
+	c.tail, c.written = tail, copies
+	if len(kept) > 0 {
+		c.mu.Lock()
+		c.nextBatch++
+		b.ID = c.nextBatch
+		c.batches[b.ID] = &leased{iter: iter, locs: kept}
+		c.mu.Unlock()
+	}
+	c.a.mu.Lock()
+	c.a.samples += int64(len(locs))
+	c.a.mu.Unlock()
+	return b, body, nil
+}
+
+func releaseLocs(locs []location) {
+	for _, l := range locs {
+		l.release()
+	}
+}
