@@ -222,3 +222,26 @@ func TestNewCachesOnlyCustomEndpoints(t *testing.T) {
 		t.Errorf("AWS resolves through %T, want the SDK's resolver %v", r, want)
 	}
 }
+
+// TestFullObjectUploadsOnAWSOnly: multipart uploads ask for a full-object
+// checksum on AWS, and not on other endpoints (MinIO, for one, refuses
+// FULL_OBJECT with CRC32).
+func TestFullObjectUploadsOnAWSOnly(t *testing.T) {
+	for _, name := range []string{"S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_PROFILE"} {
+		t.Setenv(name, "")
+	}
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	creds := credentials.NewStaticCredentialsProvider("a", "b", "")
+	for endpoint, want := range map[string]bool{"": true, "http://127.0.0.1:1": false} {
+		b, err := New(context.Background(), "data", "", &Options{Region: "us-east-1", Endpoint: endpoint, Credentials: creds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.fullObject != want {
+			t.Errorf("endpoint %q: full-object uploads %v, want %v", endpoint, b.fullObject, want)
+		}
+		b.Close()
+	}
+}

@@ -90,6 +90,10 @@ type Bucket struct {
 	// verify checks whole-object GETs against the store's checksum
 	// (verify.go); the SDK's own check is then off.
 	verify bool
+	// fullObject asks multipart uploads with a CRC for a checksum of the
+	// whole object (write.go): on AWS only, where it is supported (MinIO,
+	// for one, refuses it).
+	fullObject bool
 	closed atomic.Bool
 }
 
@@ -289,6 +293,7 @@ func New(ctx context.Context, bucket, prefix string, opts *Options) (*Bucket, er
 	client := s3.NewFromConfig(cfg, clientOpts)
 	b := &Bucket{
 		verify:        verify,
+		fullObject:    endpoint == "",
 		client:        client,
 		creds:         cfg.Credentials,
 		name:          bucket,
