@@ -51,14 +51,7 @@ func TestRangedShardChecked(t *testing.T) {
 	t.Cleanup(func() { direct.Delete(context.Background(), "big.mds") })
 	// One PUT: versitygw keeps no checksum of a multipart upload sent
 	// without one (AWS S3 keeps a full-object CRC64-NVME of every upload).
-	w, err := direct.NewWriter(t.Context(), "big.mds", &storage.WriteOptions{PartSize: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
+	if _, err := storage.WriteFrom(t.Context(), direct, "big.mds", bytes.NewReader(data), &storage.WriteOptions{PartSize: 64 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	if info, err := direct.Stat(t.Context(), "big.mds"); err != nil || storage.NewRangeCheck(info.Checksum, size) == nil {

@@ -199,12 +199,7 @@ func TestCachedResolverBounded(t *testing.T) {
 // through the cache; one on AWS keeps the SDK's resolver. Neither sends a
 // request (the region is given).
 func TestNewCachesOnlyCustomEndpoints(t *testing.T) {
-	for _, name := range []string{"S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_PROFILE"} {
-		t.Setenv(name, "")
-	}
-	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	withoutAWSConfig(t)
 	creds := credentials.NewStaticCredentialsProvider("a", "b", "")
 	resolverOf := func(endpoint string) s3.EndpointResolverV2 {
 		b, err := New(context.Background(), "data", "", &Options{Region: "us-east-1", Endpoint: endpoint, Credentials: creds})
@@ -227,12 +222,7 @@ func TestNewCachesOnlyCustomEndpoints(t *testing.T) {
 // checksum on AWS, and not on other endpoints (MinIO, for one, refuses
 // FULL_OBJECT with CRC32).
 func TestFullObjectUploadsOnAWSOnly(t *testing.T) {
-	for _, name := range []string{"S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_PROFILE"} {
-		t.Setenv(name, "")
-	}
-	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	withoutAWSConfig(t)
 	creds := credentials.NewStaticCredentialsProvider("a", "b", "")
 	for endpoint, want := range map[string]bool{"": true, "http://127.0.0.1:1": false} {
 		b, err := New(context.Background(), "data", "", &Options{Region: "us-east-1", Endpoint: endpoint, Credentials: creds})
@@ -244,4 +234,15 @@ func TestFullObjectUploadsOnAWSOnly(t *testing.T) {
 		}
 		b.Close()
 	}
+}
+
+// withoutAWSConfig clears, for the rest of t, the endpoint variables and
+// the AWS configuration files and instance metadata that New would read.
+func withoutAWSConfig(t *testing.T) {
+	for _, name := range []string{"S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_PROFILE"} {
+		t.Setenv(name, "")
+	}
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 }

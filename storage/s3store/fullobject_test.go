@@ -1,6 +1,7 @@
 package s3store_test
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/sluicedata/sluice/storage"
@@ -23,12 +24,7 @@ func TestMultipartUploadFullObjectChecksum(t *testing.T) {
 		rig := newFaultRig(t, 10)
 		direct := rig.direct
 		s3store.SetFullObjectUploads(direct, on)
-		w, err := direct.NewWriter(t.Context(), "mp.bin", &storage.WriteOptions{PartSize: 16 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write(data)
-		if err := w.Close(); err != nil {
+		if _, err := storage.WriteFrom(t.Context(), direct, "mp.bin", bytes.NewReader(data), &storage.WriteOptions{PartSize: 16 << 20}); err != nil {
 			t.Fatalf("full object %v: multipart upload: %v", on, err)
 		}
 		info, err := rig.rb.Stat(t.Context(), "mp.bin")

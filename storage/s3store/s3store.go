@@ -94,7 +94,7 @@ type Bucket struct {
 	// whole object (write.go): on AWS only, where it is supported (MinIO,
 	// for one, refuses it).
 	fullObject bool
-	closed atomic.Bool
+	closed     atomic.Bool
 }
 
 var (
