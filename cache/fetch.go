@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -136,6 +135,17 @@ func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand b
 			d.memFailed(blk, m)
 		}
 	}()
+	// The temporary files the admission only named (newPart) are created
+	// now: while a shard fetched in memory downloads, else before.
+	created, err := d.startParts(ctx, parts, blk != nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := created(); err == nil {
+			err = cerr
+		}
+	}()
 	for k, s := range steps {
 		f := s.file
 		if !s.inflate {
@@ -153,6 +163,9 @@ func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand b
 		if err := d.inflate(f, zparts[k], byRel[f.Raw]); err != nil {
 			return err
 		}
+	}
+	if err := created(); err != nil {
+		return err
 	}
 	var first *part // the first raw file's part, kept open for the lock hand-off
 	if ready != nil && len(steps) == len(files) {
@@ -233,37 +246,6 @@ func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand b
 	if first != nil {
 		return d.handOff(shard, first)
 	}
-	return nil
-}
-
-// newPart creates rel's temporary file at its full size and locks it.
-// Call under the directory lock.
-func (d *Dataset) newPart(parts *[]*part, rel string, size int64) error {
-	p := d.path(rel) + partSuffix
-	if err := os.MkdirAll(filepath.Dir(p), d.c.opts.dirMode()); err != nil {
-		return err
-	}
-	// A leftover part here belongs to a dead process: we hold the shard's
-	// fetch lock. Its bytes were counted; the next recount settles that.
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, d.c.opts.fileMode())
-	if err != nil {
-		return err
-	}
-	ok, err := tryLock(f, true)
-	if err == nil && !ok {
-		err = fmt.Errorf("%s is locked by another process", p)
-	}
-	if err == nil {
-		err = f.Truncate(0)
-	}
-	if err == nil {
-		err = f.Truncate(size)
-	}
-	if err != nil {
-		f.Close()
-		return err
-	}
-	*parts = append(*parts, &part{rel: rel, size: size, f: f})
 	return nil
 }
 
@@ -421,10 +403,14 @@ const (
 // bounded by AttemptTimeout, then runs verify. With blk set, the bytes go
 // to blk instead of p's file (see memGet).
 func (d *Dataset) download(ctx context.Context, rel string, p *part, verify func(io.Reader) error, blk []byte) error {
-	var dst io.WriterAt = p.f
-	var src io.ReaderAt = p.f
+	var dst io.WriterAt
+	var src io.ReaderAt
 	if blk != nil {
 		dst, src = blockWriter(blk), bytes.NewReader(blk[:p.size])
+	} else {
+		// Not read with blk set: a shard fetched in memory has its file
+		// created meanwhile (see startParts).
+		dst, src = p.f, p.f
 	}
 	var err error
 	for i := 1; i <= d.src.Attempts; i++ {

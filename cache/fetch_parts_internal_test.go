@@ -1,0 +1,212 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/filestore"
+)
+
+// partProbe is a bucket that records, at each GET, whether the shard's
+// temporary file exists already: whether the GET waited for its
+// creation.
+type partProbe struct {
+	storage.Bucket
+	part    string // the temporary file's path
+	gets    atomic.Int32
+	existed atomic.Int32 // GETs that found the temporary file there
+}
+
+func (p *partProbe) NewRangeReader(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	p.gets.Add(1)
+	if _, err := os.Stat(p.part); err == nil {
+		p.existed.Add(1)
+	}
+	return p.Bucket.NewRangeReader(ctx, key, off, n)
+}
+
+// TestPartCreatedDuringDownload: in a cache without a limit, the GET of a
+// shard fetched in memory starts before its temporary file is created
+// (creating it is off the request's path), and the shard still ends up
+// whole: read early from memory, then committed byte-exact with no
+// temporary file left and its bytes counted once. Under a limit the
+// admission creates the file first, as before (a recount by another
+// process must see the room it holds).
+func TestPartCreatedDuringDownload(t *testing.T) {
+	ctx := context.Background()
+	data := memData()
+	for _, limit := range []int64{0, 1 << 20} {
+		dir := t.TempDir()
+		probe := &partProbe{Bucket: memWith(t, data, "s.mds"), part: filepath.Join(dir, "s.mds") + partSuffix}
+		c, err := Open(ctx, dir, &Options{Memory: 1 << 20, Limit: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := c.Add(ctx, &Source{Bucket: probe, Backoff: func(int) time.Duration { return time.Millisecond },
+			InMemory: func(int) bool { return true },
+			Shards:   []Shard{{Files: []File{{Raw: "s.mds", RawBytes: int64(len(data))}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := d.AcquireEarly(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(l.Bytes(), data) {
+			t.Fatalf("limit %d: early read: %d bytes, want the shard's %d", limit, len(l.Bytes()), len(data))
+		}
+		if err := l.Committed(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(l.Path(0))
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("limit %d: committed shard: %d bytes (%v), want %d", limit, len(got), err, len(data))
+		}
+		l.Release()
+		if _, err := os.Stat(probe.part); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("limit %d: temporary file left after the commit (stat: %v)", limit, err)
+		}
+		if u, err := c.Usage(ctx); err != nil || u < int64(len(data)) || u >= 2*int64(len(data)) {
+			t.Fatalf("limit %d: usage %d (%v), want the shard's %d bytes counted once (plus the manifest)", limit, u, err, len(data))
+		}
+		want := int32(0) // no limit: the GET did not wait for the file
+		if limit > 0 {
+			want = 1
+		}
+		if g, e := probe.gets.Load(), probe.existed.Load(); g != 1 || e != want {
+			t.Fatalf("limit %d: %d GETs, %d of them after the temporary file was created; want 1 and %d", limit, g, e, want)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPartDeferredCrash: a process killed (SIGKILL) in the middle of a
+// shard's download in a cache without a limit, its room counted and its
+// temporary file created beside the download, leaves a usable cache: no
+// shard in place, and the next process's cache counts nothing of it,
+// deletes the temporary file and fetches the shard byte-exact.
+func TestPartDeferredCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process")
+	}
+	data := memData()
+	src, dir := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "s.mds"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPartDeferredCrashChild$", "-test.v")
+	cmd.Env = append(os.Environ(), "SLUICE_CACHE_PARTCRASH="+src+string(filepath.ListSeparator)+dir)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child: %v, want killed by SIGKILL; output:\n%s", err, out)
+	}
+	part := filepath.Join(dir, "s.mds") + partSuffix
+	if _, err := os.Stat(part); err != nil {
+		t.Fatalf("the child was not killed mid-download with its temporary file created (stat: %v); output:\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "s.mds")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("shard in place after a crash during its download (stat: %v)", err)
+	}
+	b, err := filestore.New(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, d := memCache(t, dir, 1<<20, b, int64(len(data)))
+	ctx := context.Background()
+	if u, err := c.Usage(ctx); err != nil || u != 0 {
+		t.Fatalf("usage after the crash: %d, %v; want 0 (the reservation of the dead process recounted)", u, err)
+	}
+	l, err := d.Acquire(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	got, err := os.ReadFile(l.Path(0))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("shard after the crash: %d bytes (%v), want %d", len(got), err, len(data))
+	}
+	if _, err := os.Stat(part); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("temporary file left after the next fetch (stat: %v)", err)
+	}
+}
+
+// stallBody delivers half of its reader, then runs onHalf (which does
+// not return) instead of reading on.
+type stallBody struct {
+	io.ReadCloser
+	left   int
+	onHalf func()
+}
+
+func (s *stallBody) Read(p []byte) (int, error) {
+	if s.left <= 0 {
+		s.onHalf()
+	}
+	if len(p) > s.left {
+		p = p[:s.left]
+	}
+	n, err := s.ReadCloser.Read(p)
+	s.left -= n
+	return n, err
+}
+
+// stallBucket stalls every GET's body halfway (see stallBody).
+type stallBucket struct {
+	storage.Bucket
+	onHalf func()
+}
+
+func (b *stallBucket) NewRangeReader(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	r, err := b.Bucket.NewRangeReader(ctx, key, off, n)
+	if err != nil {
+		return nil, err
+	}
+	return &stallBody{ReadCloser: r, left: len(memData()) / 2, onHalf: b.onHalf}, nil
+}
+
+// TestPartDeferredCrashChild is TestPartDeferredCrash's child process: it
+// fetches the shard in memory through a body that stalls halfway, waits
+// there for the temporary file to be created beside the download, and
+// kills itself.
+func TestPartDeferredCrashChild(t *testing.T) {
+	env := os.Getenv("SLUICE_CACHE_PARTCRASH")
+	if env == "" {
+		t.Skip("run by TestPartDeferredCrash")
+	}
+	src, dir, _ := strings.Cut(env, string(filepath.ListSeparator))
+	fb, err := filestore.New(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := filepath.Join(dir, "s.mds") + partSuffix
+	b := &stallBucket{Bucket: fb, onHalf: func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, err := os.Stat(part); err == nil {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
+			}
+			time.Sleep(time.Millisecond)
+		}
+		t.Error("the temporary file was not created during the download")
+		select {} // the parent's missing-file check reports it
+	}}
+	_, d := memCache(t, dir, 1<<20, b, int64(len(memData())))
+	d.Acquire(context.Background(), 0)
+	t.Fatal("Acquire returned: the download did not stall")
+}
