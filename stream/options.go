@@ -74,7 +74,9 @@ type Options struct {
 	// then the same on every run, and `sluice simulate --order-admissions`
 	// predicts it exactly. A worker's prefetch walk then runs in its
 	// turns alone (not when a fetch frees a slot), and it has no
-	// first-sample budget. It costs throughput where the workers fetch on
+	// first-sample budget; its first turn waits for its whole plan (a
+	// resumed worker's first sample, for the mapping of the IDs after its
+	// first batch). It costs throughput where the workers fetch on
 	// demand (a limit that leaves no prefetch budget): a worker's next
 	// fetch waits for the worker before it in the order to reach its
 	// shard change, which waits for that worker's download (with 2 MB
