@@ -1,7 +1,10 @@
 package storage
 
 import (
+	"bytes"
 	"cmp"
+	"crypto/sha1"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
@@ -228,4 +231,56 @@ func (rc *RangeCheck) Verify(name string) error {
 			base64.StdEncoding.EncodeToString(got), base64.StdEncoding.EncodeToString(rc.sum.Value), ErrChecksum)
 	}
 	return nil
+}
+
+// newHash returns a fresh hash of c's algorithm, or nil for one storage
+// does not compute.
+func (c Checksum) newHash() hash.Hash {
+	if k := crcKinds()[c.Algorithm]; k != nil {
+		return k.new()
+	}
+	switch c.Algorithm {
+	case "SHA256":
+		return sha256.New()
+	case "SHA1":
+		return sha1.New()
+	}
+	return nil
+}
+
+// CheckedReader returns r checked against sum, the store's checksum of the
+// whole object that r reads from its start: the Read that reaches io.EOF
+// returns instead an error matching ErrChecksum, naming name, when the
+// bytes read differ. A zero sum, or one of an algorithm storage does not
+// compute, returns r unchecked.
+func CheckedReader(r io.Reader, sum Checksum, name string) io.Reader {
+	h := sum.newHash()
+	if h == nil || len(sum.Value) != h.Size() {
+		return r
+	}
+	return &sumReader{r: r, h: h, sum: sum, name: name}
+}
+
+type sumReader struct {
+	r    io.Reader
+	h    hash.Hash
+	sum  Checksum
+	name string
+	err  error // sticky: the mismatch
+}
+
+func (c *sumReader) Read(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.r.Read(p)
+	c.h.Write(p[:n])
+	if err == io.EOF {
+		if got := c.h.Sum(nil); !bytes.Equal(got, c.sum.Value) {
+			c.err = fmt.Errorf("storage: %s: the body's %s is %s, the store's %s: %w", c.name, c.sum.Algorithm,
+				base64.StdEncoding.EncodeToString(got), base64.StdEncoding.EncodeToString(c.sum.Value), ErrChecksum)
+			return n, c.err
+		}
+	}
+	return n, err
 }

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -126,5 +127,37 @@ func BenchmarkCRCCombine(b *testing.B) {
 	k := crcKinds()["CRC64NVME"]
 	for b.Loop() {
 		k.combine(0x1234, 0x5678, 8<<20)
+	}
+}
+
+// TestCheckedReader: a whole body read to its end verifies against its
+// checksum (CRCs and SHAs); one byte changed makes the last Read fail with
+// ErrChecksum, and every Read after; an unknown algorithm passes the bytes
+// through unchecked.
+func TestCheckedReader(t *testing.T) {
+	data := make([]byte, 300_001)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	sha := sha256.Sum256(data)
+	sums := []Checksum{sumOf("CRC64NVME", data), sumOf("CRC32", data), sumOf("CRC32C", data), {Algorithm: "SHA256", Value: sha[:]}}
+	for _, sum := range sums {
+		if got, err := io.ReadAll(CheckedReader(bytes.NewReader(data), sum, "obj")); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%s: %d bytes, %v", sum.Algorithm, len(got), err)
+		}
+		bad := bytes.Clone(data)
+		bad[123_456] ^= 1
+		r := CheckedReader(bytes.NewReader(bad), sum, "obj")
+		if _, err := io.ReadAll(r); !errors.Is(err, ErrChecksum) {
+			t.Fatalf("%s: a damaged body read with %v, want ErrChecksum", sum.Algorithm, err)
+		}
+		if _, err := r.Read(make([]byte, 1)); !errors.Is(err, ErrChecksum) {
+			t.Fatalf("%s: the Read after the mismatch: %v", sum.Algorithm, err)
+		}
+	}
+	for _, sum := range []Checksum{{}, {Algorithm: "MD5", Value: make([]byte, 16)}, {Algorithm: "CRC32", Value: make([]byte, 3)}} {
+		if got, err := io.ReadAll(CheckedReader(bytes.NewReader(data), sum, "obj")); err != nil || len(got) != len(data) {
+			t.Fatalf("%v: unchecked read %d bytes, %v", sum, len(got), err)
+		}
 	}
 }

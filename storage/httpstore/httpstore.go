@@ -21,10 +21,22 @@
 //
 // Non-success responses become *storage.HTTPError (with Retry-After), so
 // the retry decorator classifies them; wrap the Bucket with package retry.
+//
+// # Integrity
+//
+// Where the server sends the object's checksum — GCS's x-goog-hash CRC32C
+// on its public URLs, S3's x-amz-checksum-* (asked for with
+// x-amz-checksum-mode, except on presigned URLs, whose signature would not
+// cover it) — a whole-object read is checked against it when its body
+// ends (a mismatch matches storage.ErrChecksum, which the retry decorator
+// does not resume past), and Stat reports it, so that a reader of ranges
+// can check them together (storage.RangeCheck). Other servers' bytes go
+// unchecked.
 package httpstore
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -163,6 +175,13 @@ func (b *Bucket) do(ctx context.Context, method, key, rangeHeader string) (*http
 	}
 	// Ask for the bytes as stored, so that lengths and ranges refer to them.
 	req.Header.Set("Accept-Encoding", "identity")
+	if b.base.RawQuery == "" {
+		// S3 (a public object) then sends the object's checksum, which
+		// the body is checked against (see headerChecksum). Not on a
+		// presigned URL: S3 refuses x-amz- headers its signature does
+		// not cover.
+		req.Header.Set("X-Amz-Checksum-Mode", "ENABLED")
+	}
 	resp, err := b.client.Do(req)
 	if err != nil {
 		return nil, stripURLError(err)
@@ -254,7 +273,8 @@ func (b *Bucket) statByGet(ctx context.Context, key string) (storage.ObjectInfo,
 }
 
 func info(key string, resp *http.Response, size int64) storage.ObjectInfo {
-	oi := storage.ObjectInfo{Key: key, Size: size, ETag: strings.Trim(resp.Header.Get("ETag"), `"`)}
+	oi := storage.ObjectInfo{Key: key, Size: size, ETag: strings.Trim(resp.Header.Get("ETag"), `"`),
+		Checksum: headerChecksum(resp.Header)}
 	if t, err := http.ParseTime(resp.Header.Get("Last-Modified")); err == nil {
 		oi.ModTime = t
 	}
@@ -360,8 +380,10 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 		if off == 0 && length < 0 && resp.ContentLength >= 0 && !resp.Uncompressed {
 			// The whole object as stored: the response's headers say
 			// what Stat's HEAD would, so a caller that wants them makes
-			// no second request.
+			// no second request; and the body is checked against the
+			// object's checksum where the server sends one.
 			out.info, out.hasInfo = info(key, resp, resp.ContentLength), true
+			out.r = storage.CheckedReader(r, out.info.Checksum, b.URL(key))
 		}
 		return out, nil
 	case http.StatusRequestedRangeNotSatisfiable:
@@ -444,4 +466,36 @@ func (b *Bucket) Close() error {
 		b.client.CloseIdleConnections()
 	}
 	return nil
+}
+
+// headerChecksum returns the object's checksum that a response's headers
+// carry: S3's x-amz-checksum-* (sent when asked with x-amz-checksum-mode;
+// not a multipart upload's checksum of parts), else the CRC32C of GCS's
+// x-goog-hash (sent for every object). The headers describe the whole
+// object, a ranged response's too. The zero Checksum when none.
+func headerChecksum(h http.Header) storage.Checksum {
+	if !strings.EqualFold(h.Get("X-Amz-Checksum-Type"), "COMPOSITE") {
+		for _, alg := range []string{"CRC64NVME", "CRC32", "CRC32C", "SHA256", "SHA1"} {
+			v := h.Get("X-Amz-Checksum-" + alg)
+			if v == "" {
+				continue
+			}
+			if sum, err := base64.StdEncoding.DecodeString(v); err == nil { // not "...-N"
+				return storage.Checksum{Algorithm: alg, Value: sum}
+			}
+			break
+		}
+	}
+	for _, v := range h.Values("X-Goog-Hash") {
+		for _, kv := range strings.Split(v, ",") {
+			name, val, _ := strings.Cut(strings.TrimSpace(kv), "=")
+			if !strings.EqualFold(name, "crc32c") {
+				continue
+			}
+			if sum, err := base64.StdEncoding.DecodeString(val); err == nil && len(sum) == 4 {
+				return storage.Checksum{Algorithm: "CRC32C", Value: sum}
+			}
+		}
+	}
+	return storage.Checksum{}
 }

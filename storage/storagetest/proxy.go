@@ -1,6 +1,7 @@
 package storagetest
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -99,8 +100,9 @@ type FaultProxy struct {
 	stop      chan struct{}
 	stopOnce  sync.Once
 
-	// mu guards faults and the counters.
+	// mu guards faults, host and the counters.
 	mu       sync.Mutex
+	host     string
 	faults   []*activeProxyFault
 	requests int
 	injected map[ProxyFaultKind]int
@@ -142,6 +144,15 @@ func (p *FaultProxy) Close() {
 	p.srv.CloseClientConnections()
 	p.srv.Close()
 	p.transport.CloseIdleConnections()
+}
+
+// SetHost makes the proxy send host as the Host of the requests it
+// forwards, for a server that routes by Host (fake-gcs-server's public
+// object URLs) and unsigned requests; "" passes the client's through.
+func (p *FaultProxy) SetHost(host string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.host = host
 }
 
 // Inject adds faults; the first matching fault applies to each request.
@@ -234,7 +245,9 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.RawPath != "" {
 		out.URL.RawPath = strings.TrimSuffix(p.target.EscapedPath(), "/") + r.URL.RawPath
 	}
-	out.Host = r.Host // keep the signed Host
+	p.mu.Lock()
+	out.Host = cmp.Or(p.host, r.Host) // by default, keep the signed Host
+	p.mu.Unlock()
 	for _, h := range hopHeaders {
 		out.Header.Del(h)
 	}
