@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 )
 
 // behindWrites are the files being written by WriteFileBehind: until each
@@ -23,6 +24,50 @@ type behindWrites struct {
 	// manifestHold, when set (by tests only), is received from before
 	// each manifest's background write (see writeManifestBehind).
 	manifestHold chan struct{}
+	// fetching is closed (once made) when a fetch of the Cache begins its
+	// first download (see fetchBegins and WriteFileBehind).
+	fetching chan struct{}
+}
+
+// behindDelay is the longest a write behind in a cache without a limit
+// waits for the Cache's first download to begin before it reserves its
+// room (see WriteFileBehind).
+const behindDelay = 20 * time.Millisecond
+
+// fetchChan returns the channel closed when the Cache's first download
+// begins. Call under b.mu.
+func (b *behindWrites) fetchChan() chan struct{} {
+	if b.fetching == nil {
+		b.fetching = make(chan struct{})
+	}
+	return b.fetching
+}
+
+// fetchBegins records that a fetch is about to begin a download.
+func (b *behindWrites) fetchBegins() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ch := b.fetchChan()
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// awaitFetch waits until the Cache's first download has begun, ctx ends
+// or behindDelay has passed, whichever is first.
+func (b *behindWrites) awaitFetch(ctx context.Context) {
+	b.mu.Lock()
+	ch := b.fetchChan()
+	b.mu.Unlock()
+	t := time.NewTimer(behindDelay)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // failed reports whether the last write of rel registered has failed.
@@ -63,7 +108,12 @@ type behindWrite struct {
 //
 // A caller that has the file's bytes in memory (a freshly downloaded
 // index) thus starts its first shard's download without waiting for the
-// disk to sync the index.
+// disk to sync the index. In a cache without a limit, where no
+// reservation waits for room, the reservation and the temporary file come
+// in the background as well, once the Cache's first download has begun
+// (or behindDelay has passed): err is then nil, and a failure to reserve
+// or create the file comes from wait (and gates the commits) like a
+// failed write.
 func (c *Cache) WriteFileBehind(rel string, data []byte) (wait func() error, err error) {
 	if err := checkRel(rel); err != nil {
 		err = fmt.Errorf("cache %s: %w", c.dir, err)
@@ -74,13 +124,36 @@ func (c *Cache) WriteFileBehind(rel string, data []byte) (wait func() error, err
 		return func() error { return err }, err
 	}
 	wait = bw.wait
+	hold := c.behind.hold
+	if c.opts.Limit == 0 {
+		// Without a limit the reservation waits for no room: it is made
+		// in the background too, once the caller's first download has
+		// begun (at most behindDelay later), so that its GET does not
+		// wait for the file's reservation and temporary file (0.1-0.45
+		// ms between the index's GET and the first shard's, traced on
+		// BenchmarkColdS3FirstSample). The commits are gated from here
+		// on all the same. Not cut short by Close.
+		go func() {
+			defer c.wg.Done()
+			c.behind.awaitFetch(c.bg)
+			w, err := c.reserveFile(context.WithoutCancel(c.bg), rel, int64(len(data)))
+			if err != nil {
+				end(err)
+				return
+			}
+			if hold != nil {
+				<-hold
+			}
+			end(w.write(c.bg, data))
+		}()
+		return wait, nil
+	}
 	w, err := c.reserveFile(c.bg, rel, int64(len(data)))
 	if err != nil {
 		defer c.wg.Done()
 		end(err)
 		return wait, bw.err
 	}
-	hold := c.behind.hold
 	go func() {
 		defer c.wg.Done()
 		if hold != nil {

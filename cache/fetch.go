@@ -141,6 +141,7 @@ func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand b
 	if err != nil {
 		return err
 	}
+	d.c.behind.fetchBegins() // lets an index's write behind begin (WriteFileBehind)
 	defer func() {
 		if cerr := created(); err == nil {
 			err = cerr
