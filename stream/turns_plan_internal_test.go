@@ -86,8 +86,9 @@ func lazyPlanStore(t *testing.T, samples, payload int, sizeLimit int64) storage.
 }
 
 // lazyPlanRun reads one epoch of a rank's workers taking turns, each on
-// its own goroutine, with the mapping of each worker's plan past its
-// first batch delayed by delay, and returns the GETs per object.
+// its own goroutine, and returns the GETs per object. The mapping of each
+// worker's plan past its first batch is delayed by delay; with a negative
+// delay the reading begins once every worker's plan is mapped.
 func lazyPlanRun(t *testing.T, mb storage.Bucket, workers int, delay time.Duration) map[string]int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -110,17 +111,24 @@ func lazyPlanRun(t *testing.T, mb storage.Bucket, workers int, delay time.Durati
 	if err != nil {
 		t.Fatal(err)
 	}
+	its := make([]*Iterator, workers)
+	for w := range workers {
+		if its[w], err = ep.Iter(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		if its[w].mapped == nil {
+			t.Fatalf("worker %d's plan is not mapped lazily: the test does not reach the case", w)
+		}
+	}
+	if delay < 0 {
+		for _, it := range its {
+			<-it.mapped
+		}
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	seen := map[int64]int{}
-	for w := range workers {
-		it, err := ep.Iter(ctx, w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if it.mapped == nil {
-			t.Fatalf("worker %d's plan is not mapped lazily: the test does not reach the case", w)
-		}
+	for _, it := range its {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -164,15 +172,15 @@ func lazyPlanRun(t *testing.T, mb storage.Bucket, workers int, delay time.Durati
 // shards of ~77 KB, ~10 held, two workers.
 func TestOrderAdmissionsLazyPlan(t *testing.T) {
 	mb := lazyPlanStore(t, 240, 4000, 80_000)
-	want := lazyPlanRun(t, mb, 2, 0)
+	want := lazyPlanRun(t, mb, 2, -1)
 	total := 0
 	for _, n := range want {
 		total += n
 	}
-	t.Logf("mapped at once: %d GETs", total)
-	for _, delay := range []time.Duration{2 * time.Millisecond, 10 * time.Millisecond} {
+	t.Logf("plans mapped before the reading: %d GETs", total)
+	for _, delay := range []time.Duration{0, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond} {
 		if got := lazyPlanRun(t, mb, 2, delay); !maps.Equal(got, want) {
-			t.Errorf("mapping delayed by %s: GETs %v, want %v (mapped at once)", delay, got, want)
+			t.Errorf("mapping delayed by %s: GETs %v, want %v (the plans mapped before the reading)", delay, got, want)
 		}
 	}
 }
