@@ -219,6 +219,12 @@ func (c *conn) feedNext(ctx context.Context, f agentapi.Frame) (any, []byte, err
 	}
 	hdr, fd, err := fi.assemble(batch, recs)
 	releaseLocs(batch)
+	// The batch's copies are in the slot now: their blocks may be reused.
+	for _, l := range batch {
+		if l.blk != nil {
+			l.blk.done()
+		}
+	}
 	if len(fi.pending) == 0 {
 		// Nothing points into the arena any more: reuse it.
 		fi.recs, fi.held = fi.recs[:0], fi.held[:0]

@@ -72,9 +72,9 @@ const (
 
 // copyBlock is a block the producer cuts copies from. It goes back to its
 // iteration's free list once the producer has moved to another block and
-// every copy cut from it was written to a client (done); a copy consumed
-// otherwise (the feed) never calls done, and its block is left to the
-// garbage collector.
+// every copy cut from it was consumed (done: written in a reply, or into a
+// feed batch's slot); a block with a copy consumed otherwise (a reply
+// that failed, an iteration stopped) is left to the garbage collector.
 type copyBlock struct {
 	buf  []byte
 	refs atomic.Int32 // copies not written yet, and 1 while the producer cuts from it
