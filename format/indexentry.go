@@ -32,6 +32,7 @@ func (s *indexScanner) commitShardErr(present *[4]bool, cfgOut *uint32) error {
 	if raw.hi == 0 || string(s.text(raw)) == "null" {
 		return errors.New("missing \"raw_data\"")
 	}
+	var rawBytes int64
 	for kind, id := range [4]int{kRawData, kZipData, kRawMeta, kZipMeta} {
 		sp := s.spans[id]
 		if sp.hi == 0 || string(s.text(sp)) == "null" {
@@ -41,6 +42,9 @@ func (s *indexScanner) commitShardErr(present *[4]bool, cfgOut *uint32) error {
 			return err
 		}
 		present[kind] = true
+		if kind == int(fileRaw) {
+			rawBytes = s.out.files[len(s.out.files)-1].bytes
+		}
 	}
 	cfg, err := s.config()
 	if err != nil {
@@ -54,6 +58,9 @@ func (s *indexScanner) commitShardErr(present *[4]bool, cfgOut *uint32) error {
 	case "mds":
 		if present[fileRawMeta] || present[fileZipMeta] {
 			return errors.New("mds shard has a meta file")
+		}
+		if err := checkMDSSamples(samples, rawBytes); err != nil {
+			return err
 		}
 	case "json", "csv", "tsv", "xsv":
 		if !present[fileRawMeta] {

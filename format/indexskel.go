@@ -189,7 +189,8 @@ func (s *indexScanner) matchSkeleton() bool {
 			s.arena = append(s.arena, k.hashes[sf.hash:sf.hash+sf.hlen]...)
 		}
 	}
-	if nArena > 1<<32-1<<20 || len(s.arena) > 1<<32-1 {
+	if nArena > 1<<32-1<<20 || len(s.arena) > 1<<32-1 ||
+		s.out.configs[k.cfg].Format == "mds" && checkMDSSamples(samples, files[0].bytes) != nil {
 		s.arena = s.arena[:nArena]
 		return false // commitShard reports it
 	}

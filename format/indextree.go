@@ -114,6 +114,9 @@ func parseShard(s *ShardInfo, v any) error {
 		if s.RawMeta != nil || s.ZipMeta != nil {
 			return errors.New("mds shard has a meta file")
 		}
+		if err := checkMDSSamples(s.Samples, s.RawData.Bytes); err != nil {
+			return err
+		}
 	case "json", "csv", "tsv", "xsv":
 		if s.RawMeta == nil {
 			return errors.New("missing \"raw_meta\"")
@@ -159,6 +162,18 @@ func parseFileInfo(fi *FileInfo, v any, key string) error {
 			}
 			fi.Hashes[k] = d
 		}
+	}
+	return nil
+}
+
+// checkMDSSamples checks that an MDS shard of rawBytes can hold samples:
+// its header alone (the count and samples+1 offsets, u32 each) takes
+// 4·samples+8 bytes. A count the file cannot hold would have plans and
+// buffers sized to it before a byte of the shard is read. A shard's own
+// copy of its entry (in its header) has 0 samples and 0 bytes.
+func checkMDSSamples(samples int, rawBytes int64) error {
+	if min := 4*int64(samples) + 8; samples > 0 && rawBytes < min {
+		return fmt.Errorf("\"samples\": %d samples cannot fit in \"raw_data\" of %d bytes (their offsets alone take %d)", samples, rawBytes, min)
 	}
 	return nil
 }
