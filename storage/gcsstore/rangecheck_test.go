@@ -16,3 +16,13 @@ func TestRangedDownloadThroughCorruption(t *testing.T) {
 	proxy, rb := proxiedBucket(t, s, direct, nil)
 	storagetest.RangedDownloadThroughCorruption(t, direct, rb, proxy)
 }
+
+// TestResumedBodyThroughCorruption: a whole-object read that breaks
+// midway and is resumed by the retry decorator is still checked against
+// the object's CRC32C, across both requests.
+func TestResumedBodyThroughCorruption(t *testing.T) {
+	s := testServer(t)
+	direct := newBucket(t, s)
+	proxy, rb := proxiedBucket(t, s, direct, nil)
+	storagetest.ResumedBodyThroughCorruption(t, direct, rb, proxy)
+}

@@ -103,6 +103,15 @@ func TestPublicGCSRangedDownloadChecked(t *testing.T) {
 	storagetest.RangedDownloadThroughCorruption(t, direct, rb, proxy)
 }
 
+// TestPublicGCSResumedBodyChecked: a whole-object GET that breaks midway
+// and is resumed with a ranged GET (the retry decorator) is checked
+// against the CRC32C across both responses; before, a damaged rest was
+// delivered.
+func TestPublicGCSResumedBodyChecked(t *testing.T) {
+	direct, rb, proxy := gcsPublic(t)
+	storagetest.ResumedBodyThroughCorruption(t, direct, rb, proxy)
+}
+
 // TestChecksumHeaders: which response headers give the object's checksum.
 func TestChecksumHeaders(t *testing.T) {
 	for _, tt := range []struct {

@@ -422,6 +422,11 @@ type body struct {
 // ObjectInfo implements storage.InfoReader.
 func (b *body) ObjectInfo() (storage.ObjectInfo, bool) { return b.info, b.hasInfo }
 
+// ContinueCheck implements storage.ResumableCheck: a whole-object body
+// checked against the server's checksum carries its sum over to the
+// ranged response that resumes it.
+func (b *body) ContinueCheck(rest io.Reader) io.Reader { return storage.ContinueCheck(b.r, rest) }
+
 func (b *body) Read(p []byte) (int, error) {
 	if err := b.ctx.Err(); err != nil {
 		return 0, err

@@ -120,6 +120,11 @@ type reader struct {
 // ObjectInfo implements storage.InfoReader for the reader it wraps.
 func (r *reader) ObjectInfo() (storage.ObjectInfo, bool) { return storage.ReaderInfo(r.ReadCloser) }
 
+// ContinueCheck implements storage.ResumableCheck for the reader it wraps.
+func (r *reader) ContinueCheck(rest io.Reader) io.Reader {
+	return storage.ContinueCheck(r.ReadCloser, rest)
+}
+
 func (r *reader) Close() error {
 	defer r.release()
 	return r.ReadCloser.Close()

@@ -38,6 +38,9 @@ type reader struct {
 
 	cur   io.ReadCloser // current body; nil between attempts
 	opens int           // bodies opened
+	// prev is a body checked against the object's checksum that broke:
+	// the next body continues its check (storage.ResumableCheck).
+	prev io.Reader
 	// info is what the first body's response told of the object.
 	info    storage.ObjectInfo
 	hasInfo bool
@@ -101,6 +104,13 @@ func (r *reader) open() error {
 			err = errAttemptTimeout
 		}
 		if err == nil {
+			if r.prev != nil {
+				// The rest of a checked body: checked with the bytes
+				// already delivered, so that damage in either request
+				// is still caught at the object's end.
+				body = &continued{Reader: storage.ContinueCheck(r.prev, body), Closer: body}
+				r.prev = nil
+			}
 			r.cur = body
 			if r.opens == 0 {
 				r.info, r.hasInfo = storage.ReaderInfo(body)
@@ -184,6 +194,9 @@ func (r *reader) Read(p []byte) (int, error) {
 			r.err = err
 			return n, err
 		}
+		if _, ok := r.cur.(storage.ResumableCheck); ok {
+			r.prev = r.cur
+		}
 		r.drop()
 		r.failures++
 		r.lastErr = fmt.Errorf("read at byte %d: %w", r.off, err)
@@ -191,6 +204,19 @@ func (r *reader) Read(p []byte) (int, error) {
 			return n, nil // resume on the next Read
 		}
 	}
+}
+
+// continued is the body that resumes a checked one: Reader checks it as
+// the continuation, Closer closes the response.
+type continued struct {
+	io.Reader
+	io.Closer
+}
+
+// ContinueCheck implements storage.ResumableCheck, for a body that breaks
+// again.
+func (c *continued) ContinueCheck(rest io.Reader) io.Reader {
+	return storage.ContinueCheck(c.Reader, rest)
 }
 
 // drop closes the current body.

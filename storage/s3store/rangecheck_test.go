@@ -14,3 +14,11 @@ func TestRangedDownloadThroughCorruption(t *testing.T) {
 	rig := newFaultRig(t, 10)
 	storagetest.RangedDownloadThroughCorruption(t, rig.direct, rig.rb, rig.proxy)
 }
+
+// TestResumedBodyThroughCorruption: a whole-object GET that breaks midway
+// and is resumed by the retry decorator is still checked against the
+// store's CRC64-NVME, across both requests.
+func TestResumedBodyThroughCorruption(t *testing.T) {
+	rig := newFaultRig(t, 10)
+	storagetest.ResumedBodyThroughCorruption(t, rig.direct, rig.rb, rig.proxy)
+}

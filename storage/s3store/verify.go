@@ -113,6 +113,12 @@ func (v *verifiedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// ContinueCheck implements storage.ResumableCheck: the ranged response
+// that resumes a broken body is checked with the bytes already read.
+func (v *verifiedBody) ContinueCheck(rest io.Reader) io.Reader {
+	return &verifiedBody{ReadCloser: io.NopCloser(rest), url: v.url, alg: v.alg, want: v.want, h: v.h}
+}
+
 // headChecksum returns the whole-object checksum a HEAD response carries,
 // in the SDK's order of preference, or the zero Checksum when there is
 // none or only a checksum of a multipart upload's parts.
