@@ -22,7 +22,7 @@ func TestCompactAccessors(t *testing.T) {
 		}
 		texts = append(texts, b)
 	}
-	jsonShard := `{"columns": {"a": "int", "b": "str"}, "compression": "zstd", "format": "json", "hashes": ["sha1"], "newline": "\n", "raw_data": {"basename": "shard.00001.json", "bytes": 5, "hashes": {"sha1": "ab", "md5": "cd"}}, "raw_meta": {"basename": "shard.00001.json.meta", "bytes": 9, "hashes": null}, "samples": 3, "size_limit": 100, "version": 2, "zip_data": {"basename": "shard.00001.json.zstd", "bytes": 4, "hashes": {"sha1": "zz"}}, "zip_meta": {"basename": "m", "bytes": 1}}`
+	jsonShard := `{"columns": {"a": "int", "b": "str"}, "compression": "zstd", "format": "json", "hashes": ["sha1"], "newline": "\n", "raw_data": {"basename": "shard.00001.json", "bytes": 5, "hashes": {"sha1": "ab", "md5": "cd"}}, "raw_meta": {"basename": "shard.00001.json.meta", "bytes": 29, "hashes": null}, "samples": 3, "size_limit": 100, "version": 2, "zip_data": {"basename": "shard.00001.json.zstd", "bytes": 4, "hashes": {"sha1": "zz"}}, "zip_meta": {"basename": "m", "bytes": 1}}`
 	mds := strings.TrimSuffix(strings.TrimPrefix(string(bigIndex(1)), `{"shards": [`), `], "version": 2}`)
 	texts = append(texts, []byte(`{"shards": [`+mds+`, `+jsonShard+`, `+mds+`], "version": 2}`))
 	for n, b := range texts {

@@ -32,7 +32,7 @@ func (s *indexScanner) commitShardErr(present *[4]bool, cfgOut *uint32) error {
 	if raw.hi == 0 || string(s.text(raw)) == "null" {
 		return errors.New("missing \"raw_data\"")
 	}
-	var rawBytes int64
+	var fileBytes [4]int64
 	for kind, id := range [4]int{kRawData, kZipData, kRawMeta, kZipMeta} {
 		sp := s.spans[id]
 		if sp.hi == 0 || string(s.text(sp)) == "null" {
@@ -42,9 +42,7 @@ func (s *indexScanner) commitShardErr(present *[4]bool, cfgOut *uint32) error {
 			return err
 		}
 		present[kind] = true
-		if kind == int(fileRaw) {
-			rawBytes = s.out.files[len(s.out.files)-1].bytes
-		}
+		fileBytes[kind] = s.out.files[len(s.out.files)-1].bytes
 	}
 	cfg, err := s.config()
 	if err != nil {
@@ -59,7 +57,7 @@ func (s *indexScanner) commitShardErr(present *[4]bool, cfgOut *uint32) error {
 		if present[fileRawMeta] || present[fileZipMeta] {
 			return errors.New("mds shard has a meta file")
 		}
-		if err := checkMDSSamples(samples, rawBytes); err != nil {
+		if err := checkSamplesFit(samples, fileBytes[fileRaw], "raw_data"); err != nil {
 			return err
 		}
 	case "json", "csv", "tsv", "xsv":
@@ -68,6 +66,9 @@ func (s *indexScanner) commitShardErr(present *[4]bool, cfgOut *uint32) error {
 		}
 		if present[fileZipMeta] != present[fileZip] {
 			return errors.New("\"zip_meta\" and \"zip_data\" disagree")
+		}
+		if err := checkSamplesFit(samples, fileBytes[fileRawMeta], "raw_meta"); err != nil {
+			return err
 		}
 	}
 	s.out.samples = append(s.out.samples, uint32(samples))

@@ -189,8 +189,7 @@ func (s *indexScanner) matchSkeleton() bool {
 			s.arena = append(s.arena, k.hashes[sf.hash:sf.hash+sf.hlen]...)
 		}
 	}
-	if nArena > 1<<32-1<<20 || len(s.arena) > 1<<32-1 ||
-		s.out.configs[k.cfg].Format == "mds" && checkMDSSamples(samples, files[0].bytes) != nil {
+	if nArena > 1<<32-1<<20 || len(s.arena) > 1<<32-1 || !s.samplesFit(samples, &files) {
 		s.arena = s.arena[:nArena]
 		return false // commitShard reports it
 	}
@@ -200,5 +199,24 @@ func (s *indexScanner) matchSkeleton() bool {
 	s.out.config = append(s.out.config, k.cfg)
 	s.out.fileOff = append(s.out.fileOff, uint32(len(s.out.files)))
 	s.p.i = i
+	return true
+}
+
+// samplesFit is commitShard's checkSamplesFit for an entry matched by the
+// skeleton, whose files are in kind order.
+func (s *indexScanner) samplesFit(samples int, files *[4]compactFile) bool {
+	want := fileRaw // the file that holds the offsets
+	switch s.out.configs[s.skel.cfg].Format {
+	case "mds":
+	case "json", "csv", "tsv", "xsv":
+		want = fileRawMeta
+	default:
+		return true
+	}
+	for f := range s.skel.files {
+		if files[f].kind&3 == want {
+			return checkSamplesFit(samples, files[f].bytes, "") == nil
+		}
+	}
 	return true
 }

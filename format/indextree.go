@@ -114,7 +114,7 @@ func parseShard(s *ShardInfo, v any) error {
 		if s.RawMeta != nil || s.ZipMeta != nil {
 			return errors.New("mds shard has a meta file")
 		}
-		if err := checkMDSSamples(s.Samples, s.RawData.Bytes); err != nil {
+		if err := checkSamplesFit(s.Samples, s.RawData.Bytes, "raw_data"); err != nil {
 			return err
 		}
 	case "json", "csv", "tsv", "xsv":
@@ -123,6 +123,9 @@ func parseShard(s *ShardInfo, v any) error {
 		}
 		if (s.ZipMeta != nil) != (s.ZipData != nil) {
 			return errors.New("\"zip_meta\" and \"zip_data\" disagree")
+		}
+		if err := checkSamplesFit(s.Samples, s.RawMeta.Bytes, "raw_meta"); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -166,14 +169,15 @@ func parseFileInfo(fi *FileInfo, v any, key string) error {
 	return nil
 }
 
-// checkMDSSamples checks that an MDS shard of rawBytes can hold samples:
-// its header alone (the count and samples+1 offsets, u32 each) takes
-// 4·samples+8 bytes. A count the file cannot hold would have plans and
-// buffers sized to it before a byte of the shard is read. A shard's own
-// copy of its entry (in its header) has 0 samples and 0 bytes.
-func checkMDSSamples(samples int, rawBytes int64) error {
-	if min := 4*int64(samples) + 8; samples > 0 && rawBytes < min {
-		return fmt.Errorf("\"samples\": %d samples cannot fit in \"raw_data\" of %d bytes (their offsets alone take %d)", samples, rawBytes, min)
+// checkSamplesFit checks that a shard's file of offsets, of fileBytes
+// (an MDS shard's raw file; a JSON or CSV shard's raw meta file), can hold
+// samples: the count and samples+1 u32 offsets take 4·samples+8 bytes. A
+// count the file cannot hold would have plans and buffers sized to it
+// before a byte of the shard is read. An MDS shard's own copy of its
+// entry (in its header) has 0 samples and 0 bytes.
+func checkSamplesFit(samples int, fileBytes int64, key string) error {
+	if min := 4*int64(samples) + 8; samples > 0 && fileBytes < min {
+		return fmt.Errorf("\"samples\": %d samples cannot fit in %q of %d bytes (their offsets alone take %d)", samples, key, fileBytes, min)
 	}
 	return nil
 }
