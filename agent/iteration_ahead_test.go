@@ -31,6 +31,7 @@ type reader struct {
 	done    bool
 	files   map[string][]byte
 	size    int // the records' text size (recordText); 0: "sample N"
+	inline  int // the requests' InlineMax
 }
 
 func newReader(t *testing.T, c *agentapi.Client, iter, max int) *reader {
@@ -38,8 +39,15 @@ func newReader(t *testing.T, c *agentapi.Client, iter, max int) *reader {
 }
 
 // recordText is the text of sample id in a dataset of records of size
-// bytes of text (writeRecords; writeDataset's "sample N" when size is 0).
+// bytes of text (writeRecords; writeDataset's "sample N" when size is 0);
+// a negative size -k mixes both: every third sample has k bytes of text.
 func recordText(id int64, size int) string {
+	if size < 0 {
+		size = -size
+		if id%3 != 0 {
+			size = 0
+		}
+	}
 	s := fmt.Sprintf("sample %d", id)
 	if size > len(s) {
 		s += strings.Repeat("x", size-len(s))
@@ -48,21 +56,28 @@ func recordText(id int64, size int) string {
 }
 
 // recordCase is a record size the read-ahead tests run at: small (~25
-// bytes, like tokenized text) and over 16 KiB, the largest record the
-// read-ahead copied before.
+// bytes, like tokenized text), over 16 KiB (the largest record the
+// read-ahead copied before), and both mixed, the client asking for records
+// up to 64 KiB inline (a reply then carries copies under and over the size
+// gathered in one buffer, and leased records read into it).
 type recordCase struct {
-	name string
-	size int   // bytes of text a record; 0: writeDataset's
-	n    int   // samples
-	cut  int64 // the shards' size limit
+	name   string
+	size   int   // bytes of text a record (recordText); 0: writeDataset's
+	n      int   // samples
+	cut    int64 // the shards' size limit
+	inline int   // the requests' InlineMax
 }
 
-var recordCases = []recordCase{{"small", 0, 2000, 1 << 10}, {"40KB", 40 << 10, 400, 1 << 20}}
+var recordCases = []recordCase{
+	{"small", 0, 2000, 1 << 10, 0},
+	{"40KB", 40 << 10, 400, 1 << 20, 0},
+	{"mixed", -40 << 10, 600, 512 << 10, 64 << 10},
+}
 
 // reader is newReader for records of rc's size.
 func (rc recordCase) reader(t *testing.T, c *agentapi.Client, iter, max int) *reader {
 	r := newReader(t, c, iter, max)
-	r.size = rc.size
+	r.size, r.inline = rc.size, rc.inline
 	return r
 }
 
@@ -100,7 +115,7 @@ func writeRecords(t *testing.T, dir string, n, size int, sizeLimit int64) {
 // agent had none ready within its wait, or the iteration ended).
 func (r *reader) next() int {
 	r.t.Helper()
-	req := agentapi.Next{Iter: r.iter, Max: r.max}
+	req := agentapi.Next{Iter: r.iter, Max: r.max, InlineMax: r.inline}
 	if r.prev != 0 {
 		req.Release = []int64{r.prev}
 	}
