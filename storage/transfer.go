@@ -153,12 +153,15 @@ func Download(ctx context.Context, b Bucket, key, dstPath string, opts *Download
 		// checksum where the store keeps one that ranges combine into
 		// (storage.RangeCheck), and read again when they do not match.
 		rc := NewRangeCheck(sum, size)
-		for range checksumReads {
+		for i := 1; ; i++ {
 			err = readParts(ctx, b, key, f, size, &o, rc)
 			if err == nil {
 				err = rc.Verify(b.URL(key))
 			}
 			if !errors.Is(err, ErrChecksum) || ctx.Err() != nil {
+				break
+			}
+			if rc, err = recheck(ctx, b, key, size, rc, err, i); rc == nil {
 				break
 			}
 		}

@@ -26,3 +26,13 @@ func TestResumedBodyThroughCorruption(t *testing.T) {
 	proxy, rb := proxiedBucket(t, s, direct, nil)
 	storagetest.ResumedBodyThroughCorruption(t, direct, rb, proxy)
 }
+
+// TestRangedDownloadOfReplacedObject: an object replaced between the Stat
+// and the ranged GETs of storage.Download is read again against its new
+// CRC32C instead of failing as damaged.
+func TestRangedDownloadOfReplacedObject(t *testing.T) {
+	s := testServer(t)
+	direct := newBucket(t, s)
+	proxy, rb := proxiedBucket(t, s, direct, nil)
+	storagetest.RangedDownloadOfReplacedObject(t, direct, rb, proxy)
+}

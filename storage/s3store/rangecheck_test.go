@@ -22,3 +22,11 @@ func TestResumedBodyThroughCorruption(t *testing.T) {
 	rig := newFaultRig(t, 10)
 	storagetest.ResumedBodyThroughCorruption(t, rig.direct, rig.rb, rig.proxy)
 }
+
+// TestRangedDownloadOfReplacedObject: an object replaced between the Stat
+// and the ranged GETs of storage.Download is read again against its new
+// checksum instead of failing as damaged.
+func TestRangedDownloadOfReplacedObject(t *testing.T) {
+	rig := newFaultRig(t, 10)
+	storagetest.RangedDownloadOfReplacedObject(t, rig.direct, rig.rb, rig.proxy)
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sluicedata/sluice/storage"
@@ -58,8 +59,8 @@ func RangedDownloadThroughCorruption(t *testing.T, direct, viaProxy storage.Buck
 	proxy.Inject(ProxyFault{Kind: Corrupt, Match: second, AfterBytes: 10, Times: 1000})
 	_, err = storage.Download(t.Context(), viaProxy, "big.mds", dst2, opts)
 	proxy.Clear()
-	if !errors.Is(err, storage.ErrChecksum) || !strings.Contains(err.Error(), "big.mds") {
-		t.Fatalf("Download with a range damaged on every read: %v, want storage.ErrChecksum naming big.mds", err)
+	if !errors.Is(err, storage.ErrChecksum) || !strings.Contains(err.Error(), "big.mds") || !strings.Contains(err.Error(), "checksum did not change") {
+		t.Fatalf("Download with a range damaged on every read: %v, want storage.ErrChecksum naming big.mds, saying the store's checksum did not change", err)
 	}
 	if _, err := os.Stat(dst2); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a failed download left %s (%v)", dst2, err)
@@ -119,5 +120,49 @@ func ResumedBodyThroughCorruption(t *testing.T, direct, viaProxy storage.Bucket,
 	proxy.Clear()
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("ReadAll through a resumed, damaged read: %d bytes (equal: %v), %v", len(got), bytes.Equal(got, data), err)
+	}
+}
+
+// RangedDownloadOfReplacedObject checks storage.Download of an object in
+// parallel ranges when the object is replaced by another of the same size
+// between the Stat that reports its checksum and the ranged GETs (a
+// writer publishing a new version while a reader starts): the ranges can
+// never match the old checksum, so the download must learn the new one and
+// read again, giving the new object byte-exact. It used to read three
+// times against the stale checksum and fail with storage.ErrChecksum, as
+// if every read had been damaged. direct writes; viaProxy reads through
+// proxy.
+func RangedDownloadOfReplacedObject(t *testing.T, direct, viaProxy storage.Bucket, proxy *FaultProxy) {
+	t.Helper()
+	const size, part = 2<<20 + 99, 512 << 10
+	before, after := Pattern(51, size), Pattern(52, size)
+	Put(t, direct, "replaced.mds", before)
+	var once sync.Once
+	putErr := errors.New("not replaced")
+	proxy.Inject(ProxyFault{Kind: Status, Status: http.StatusInternalServerError, Match: func(r *http.Request) bool {
+		if r.Method == http.MethodGet && r.Header.Get("Range") != "" {
+			// The first ranged GET: the Stat has answered. The proxy
+			// holds every other request meanwhile.
+			once.Do(func() {
+				putErr = storage.Upload(t.Context(), direct, "replaced.mds", bytes.NewReader(after), size, nil)
+			})
+		}
+		return false
+	}})
+	defer proxy.Clear()
+	dst := filepath.Join(t.TempDir(), "replaced.mds")
+	_, err := storage.Download(t.Context(), viaProxy, "replaced.mds", dst, &storage.DownloadOptions{PartSize: part, Concurrency: 4})
+	if putErr != nil {
+		t.Fatalf("replacing the object during the download: %v", putErr)
+	}
+	if err != nil {
+		t.Fatalf("Download of an object replaced after its Stat: %v", err)
+	}
+	got, err := os.ReadFile(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, after) {
+		t.Fatalf("downloaded %d bytes: the new object %v, the old %v", len(got), bytes.Equal(got, after), bytes.Equal(got, before))
 	}
 }
