@@ -3,6 +3,7 @@ package s3store
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"sync"
@@ -233,6 +234,20 @@ func TestFullObjectUploadsOnAWSOnly(t *testing.T) {
 			t.Errorf("endpoint %q: full-object uploads %v, want %v", endpoint, b.fullObject, want)
 		}
 		b.Close()
+	}
+	// An endpoint in the AWS configuration file is not AWS either.
+	config := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(config, []byte("[default]\nendpoint_url = http://127.0.0.1:1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_CONFIG_FILE", config)
+	b, err := New(context.Background(), "data", "", &Options{Region: "us-east-1", Credentials: creds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.fullObject {
+		t.Errorf("endpoint_url in the AWS configuration file: full-object uploads on, want off")
 	}
 }
 

@@ -291,9 +291,12 @@ func New(ctx context.Context, bucket, prefix string, opts *Options) (*Bucket, er
 	verify := cfg.ResponseChecksumValidation != aws.ResponseChecksumValidationWhenRequired
 	cfg.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	client := s3.NewFromConfig(cfg, clientOpts)
+	// AWS itself: no endpoint of ours, nor an endpoint_url of the AWS
+	// configuration (the profile's, or its s3 services section's).
+	onAWS := endpoint == "" && client.Options().BaseEndpoint == nil
 	b := &Bucket{
 		verify:        verify,
-		fullObject:    endpoint == "",
+		fullObject:    onAWS,
 		client:        client,
 		creds:         cfg.Credentials,
 		name:          bucket,
