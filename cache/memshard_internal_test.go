@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -233,44 +232,12 @@ func TestMemShardCrash(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(src, "s.mds"), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMemShardCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "SLUICE_CACHE_MEMCRASH="+src+string(filepath.ListSeparator)+dir)
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("child: %v, want killed by SIGKILL; output:\n%s", err, out)
-	}
-	if strings.Contains(string(out), "SKIP") {
-		t.Fatalf("child skipped:\n%s", out)
-	}
+	out := runKilledChild(t, "TestMemShardCrashChild", "SLUICE_CACHE_MEMCRASH="+src+string(filepath.ListSeparator)+dir)
 	part := filepath.Join(dir, "s.mds") + partSuffix
 	if fi, err := os.Stat(part); err != nil || fi.Size() != int64(len(data)) {
-		t.Fatalf("the child did not reach its commit: temporary file %v, %v", fi, err)
+		t.Fatalf("the child did not reach its commit: temporary file %v, %v; output:\n%s", fi, err, out)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "s.mds")); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("shard in place after a crash before its rename (stat: %v)", err)
-	}
-	b, err := filestore.New(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, d := memCache(t, dir, 1<<20, b, int64(len(data)))
-	ctx := context.Background()
-	if u, err := c.Usage(ctx); err != nil || u != 0 {
-		t.Fatalf("usage after the crash: %d, %v; want 0 (the temporary file discarded)", u, err)
-	}
-	l, err := d.Acquire(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Release()
-	got, err := os.ReadFile(l.Path(0))
-	if err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("shard after the crash: %d bytes (%v), want %d", len(got), err, len(data))
-	}
-	if _, err := os.Stat(part); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("temporary file left after the next fetch (stat: %v)", err)
-	}
+	checkRecovered(t, src, dir, data)
 }
 
 // TestMemShardCrashChild is TestMemShardCrash's child process: it fetches
