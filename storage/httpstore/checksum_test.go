@@ -2,10 +2,14 @@ package httpstore_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
+	"net/textproto"
 	"os"
 	"strings"
 	"testing"
@@ -112,6 +116,55 @@ func TestPublicGCSResumedBodyChecked(t *testing.T) {
 	storagetest.ResumedBodyThroughCorruption(t, direct, rb, proxy)
 }
 
+// TestPublicGCSTranscodedUnchecked: an object stored gzip-compressed with
+// Content-Encoding: gzip is served decompressed (GCS's decompressive
+// transcoding: httpstore asks for Accept-Encoding: identity), while
+// x-goog-hash still gives the CRC32C of the stored, compressed bytes. The
+// decompressed body must not be checked against it (it failed every read
+// with storage.ErrChecksum), nor Stat report it for ranges.
+func TestPublicGCSTranscodedUnchecked(t *testing.T) {
+	direct, rb, _ := gcsPublic(t)
+	plain := bytes.Repeat([]byte("a sample, compressed at rest; "), 1000)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(plain)
+	zw.Close()
+	// The emulator's JSON API, as the user's upload would store it.
+	endpoint, bucket := os.Getenv("SLUICE_TEST_GCS_ENDPOINT"), os.Getenv("SLUICE_TEST_GCS_BUCKET")
+	name := strings.TrimPrefix(direct.URL("gz.txt"), "gs://"+bucket+"/")
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	meta, _ := mw.CreatePart(textproto.MIMEHeader{"Content-Type": {"application/json"}})
+	fmt.Fprintf(meta, `{"name":%q,"contentEncoding":"gzip"}`, name)
+	data, _ := mw.CreatePart(textproto.MIMEHeader{"Content-Type": {"application/octet-stream"}})
+	data.Write(gz.Bytes())
+	mw.Close()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost,
+		endpoint+"/upload/storage/v1/b/"+bucket+"/o?uploadType=multipart", &body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "multipart/related; boundary="+mw.Boundary())
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("upload: %s", resp.Status)
+	}
+	got, err := storage.ReadAll(t.Context(), rb, "gz.txt", 1<<20)
+	if err != nil || !bytes.Equal(got, plain) {
+		t.Fatalf("read of a transcoded object: %d bytes (the decompressed object: %v), %v", len(got), bytes.Equal(got, plain), err)
+	}
+	info, err := rb.Stat(t.Context(), "gz.txt")
+	if err != nil || !info.Checksum.IsZero() {
+		t.Fatalf("Stat of a transcoded object = %+v, %v: want no checksum (it is the stored bytes')", info, err)
+	}
+}
+
 // TestChecksumHeaders: which response headers give the object's checksum.
 func TestChecksumHeaders(t *testing.T) {
 	for _, tt := range []struct {
@@ -126,6 +179,10 @@ func TestChecksumHeaders(t *testing.T) {
 		{"s3", http.Header{"X-Amz-Checksum-Crc64nvme": {"AAAAAAAAAAE="}, "X-Amz-Checksum-Type": {"FULL_OBJECT"}}, "CRC64NVME:AAAAAAAAAAE="},
 		{"s3 composite", http.Header{"X-Amz-Checksum-Crc32": {"NT3Yvg==-3"}, "X-Amz-Checksum-Type": {"COMPOSITE"}}, "none"},
 		{"s3 composite, no type", http.Header{"X-Amz-Checksum-Crc32": {"NT3Yvg==-3"}}, "none"},
+		{"gcs transcoded", http.Header{"X-Goog-Hash": {"crc32c=NT3Yvg=="}, "X-Goog-Stored-Content-Encoding": {"gzip"}}, "none"},
+		{"gcs served as stored", http.Header{"X-Goog-Hash": {"crc32c=NT3Yvg=="}, "X-Goog-Stored-Content-Encoding": {"gzip"},
+			"Content-Encoding": {"gzip"}}, "CRC32C:NT3Yvg=="},
+		{"gcs stored identity", http.Header{"X-Goog-Hash": {"crc32c=NT3Yvg=="}, "X-Goog-Stored-Content-Encoding": {"identity"}}, "CRC32C:NT3Yvg=="},
 		{"s3 before gcs", http.Header{"X-Amz-Checksum-Crc32": {"AAAAAQ=="}, "X-Goog-Hash": {"crc32c=NT3Yvg=="}}, "CRC32:AAAAAQ=="},
 	} {
 		if got := httpstore.HeaderChecksum(tt.h).String(); got != tt.want {

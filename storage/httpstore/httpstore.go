@@ -476,8 +476,9 @@ func (b *Bucket) Close() error {
 // headerChecksum returns the object's checksum that a response's headers
 // carry: S3's x-amz-checksum-* (sent when asked with x-amz-checksum-mode;
 // not a multipart upload's checksum of parts), else the CRC32C of GCS's
-// x-goog-hash (sent for every object). The headers describe the whole
-// object, a ranged response's too. The zero Checksum when none.
+// x-goog-hash (sent for every object; not when the body is transcoded).
+// The headers describe the whole object, a ranged response's too. The
+// zero Checksum when none.
 func headerChecksum(h http.Header) storage.Checksum {
 	if !strings.EqualFold(h.Get("X-Amz-Checksum-Type"), "COMPOSITE") {
 		for _, alg := range []string{"CRC64NVME", "CRC32", "CRC32C", "SHA256", "SHA1"} {
@@ -490,6 +491,14 @@ func headerChecksum(h http.Header) storage.Checksum {
 			}
 			break
 		}
+	}
+	if stored := h.Get("X-Goog-Stored-Content-Encoding"); stored != "" && !strings.EqualFold(stored, "identity") &&
+		!strings.EqualFold(h.Get("Content-Encoding"), stored) {
+		// GCS's decompressive transcoding: an object stored with
+		// Content-Encoding: gzip is served decompressed (to
+		// Accept-Encoding: identity), and x-goog-hash is the stored,
+		// compressed bytes' hash, which the body cannot match.
+		return storage.Checksum{}
 	}
 	for _, v := range h.Values("X-Goog-Hash") {
 		for _, kv := range strings.Split(v, ",") {
