@@ -17,7 +17,22 @@ import (
 // wantSize is not negative the copy fails, and dstKey does not appear,
 // unless exactly that many bytes arrive. progress, when not nil, is called
 // with the bytes copied so far in each step.
+//
+// A body that does not match the store's checksum (ErrChecksum, at its
+// end) is never written: the write is abandoned and the object read
+// again, up to checksumReads times in all (progress then counts the
+// abandoned bytes too).
 func Copy(ctx context.Context, src Bucket, srcKey string, dst Bucket, dstKey string, wantSize int64, progress func(int64)) (n int64, err error) {
+	for range checksumReads {
+		n, err = copyOnce(ctx, src, srcKey, dst, dstKey, wantSize, progress)
+		if !errors.Is(err, ErrChecksum) || ctx.Err() != nil {
+			break
+		}
+	}
+	return n, err
+}
+
+func copyOnce(ctx context.Context, src Bucket, srcKey string, dst Bucket, dstKey string, wantSize int64, progress func(int64)) (n int64, err error) {
 	r, err := src.NewRangeReader(ctx, srcKey, 0, -1)
 	if err != nil {
 		return 0, fmt.Errorf("storage: copy %s: %w", src.URL(srcKey), err)

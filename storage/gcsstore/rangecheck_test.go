@@ -36,3 +36,12 @@ func TestRangedDownloadOfReplacedObject(t *testing.T) {
 	proxy, rb := proxiedBucket(t, s, direct, nil)
 	storagetest.RangedDownloadOfReplacedObject(t, direct, rb, proxy)
 }
+
+// TestCopyThroughCorruption: `sluice cp` (storage.CopyTree) reads a body
+// that fails the CRC32C again instead of failing the copy.
+func TestCopyThroughCorruption(t *testing.T) {
+	s := testServer(t)
+	direct := newBucket(t, s)
+	proxy, rb := proxiedBucket(t, s, direct, nil)
+	storagetest.CopyThroughCorruption(t, direct, rb, proxy)
+}

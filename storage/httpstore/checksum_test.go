@@ -165,6 +165,13 @@ func TestPublicGCSTranscodedUnchecked(t *testing.T) {
 	}
 }
 
+// TestPublicGCSCopyChecked: `sluice cp` from public GCS URLs reads a
+// damaged body again instead of failing the copy.
+func TestPublicGCSCopyChecked(t *testing.T) {
+	direct, rb, proxy := gcsPublic(t)
+	storagetest.CopyThroughCorruption(t, direct, rb, proxy)
+}
+
 // TestChecksumHeaders: which response headers give the object's checksum.
 func TestChecksumHeaders(t *testing.T) {
 	for _, tt := range []struct {

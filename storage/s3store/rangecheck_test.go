@@ -30,3 +30,10 @@ func TestRangedDownloadOfReplacedObject(t *testing.T) {
 	rig := newFaultRig(t, 10)
 	storagetest.RangedDownloadOfReplacedObject(t, rig.direct, rig.rb, rig.proxy)
 }
+
+// TestCopyThroughCorruption: `sluice cp` (storage.CopyTree) reads a
+// damaged body again instead of failing the copy.
+func TestCopyThroughCorruption(t *testing.T) {
+	rig := newFaultRig(t, 10)
+	storagetest.CopyThroughCorruption(t, rig.direct, rig.rb, rig.proxy)
+}

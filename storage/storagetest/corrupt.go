@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sluicedata/sluice/storage"
+	"github.com/sluicedata/sluice/storage/filestore"
 )
 
 // RangedDownloadThroughCorruption checks, for a store that keeps a
@@ -164,5 +165,49 @@ func RangedDownloadOfReplacedObject(t *testing.T, direct, viaProxy storage.Bucke
 	}
 	if !bytes.Equal(got, after) {
 		t.Fatalf("downloaded %d bytes: the new object %v, the old %v", len(got), bytes.Equal(got, after), bytes.Equal(got, before))
+	}
+}
+
+// CopyThroughCorruption checks storage.CopyTree (`sluice cp`) from a store
+// whose whole-object reads are checked: a body damaged in transit is
+// never written, and the object is read again, so the copy succeeds
+// byte-exact through two damaged bodies; a body damaged on every read
+// fails it with storage.ErrChecksum naming the object, and the object
+// does not appear. It used to fail the whole copy at the first damaged
+// body. direct writes; viaProxy reads through proxy.
+func CopyThroughCorruption(t *testing.T, direct, viaProxy storage.Bucket, proxy *FaultProxy) {
+	t.Helper()
+	data := Pattern(61, 700_001)
+	Put(t, direct, "cp/shard.mds", data)
+	isGet := func(r *http.Request) bool {
+		return r.Method == http.MethodGet && strings.Contains(r.URL.Path, "shard.mds")
+	}
+	for _, times := range []int{2, 1000} {
+		dir := t.TempDir()
+		dst, err := filestore.New(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		damaged := proxy.Injected(Corrupt)
+		proxy.Inject(ProxyFault{Kind: Corrupt, Match: isGet, AfterBytes: 5000, Times: times})
+		_, err = storage.CopyTree(t.Context(), viaProxy, dst, &storage.CopyTreeOptions{SrcPrefix: "cp/",
+			Objects: []storage.ObjectInfo{{Key: "cp/shard.mds", Size: int64(len(data))}}})
+		proxy.Clear()
+		dst.Close()
+		damaged = proxy.Injected(Corrupt) - damaged
+		got, rerr := os.ReadFile(filepath.Join(dir, "shard.mds"))
+		if times == 2 {
+			if err != nil || rerr != nil || !bytes.Equal(got, data) || damaged != 2 {
+				t.Fatalf("copy through %d damaged bodies: %v; %d bytes (equal: %v), %v", damaged, err, len(got), bytes.Equal(got, data), rerr)
+			}
+			continue
+		}
+		if !errors.Is(err, storage.ErrChecksum) || !strings.Contains(err.Error(), "shard.mds") {
+			t.Fatalf("copy with every body damaged: %v, want storage.ErrChecksum naming shard.mds", err)
+		}
+		if !errors.Is(rerr, os.ErrNotExist) {
+			t.Fatalf("copy with every body damaged left %d bytes (%v)", len(got), rerr)
+		}
+		assertNoTemp(t, dir)
 	}
 }
