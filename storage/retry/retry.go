@@ -24,7 +24,10 @@
 //     unbroken stream. A body that fails the store's checksum
 //     (storage.ErrChecksum) is not resumed: its damaged bytes were
 //     already read, so the read fails, and the caller reads the object
-//     again (storage.ReadAll and the cache's downloads do).
+//     again (storage.ReadAll and the cache's downloads do). A checked
+//     body that breaks for another reason is resumed with its check
+//     carried over to the rest (storage.ResumableCheck), so that the
+//     object is still checked whole at its end.
 //   - List is retried, and skips the keys it already passed to fn (List
 //     delivers keys in order), so fn still sees each key once. An error
 //     from fn is returned at once. A listing that makes progress between
