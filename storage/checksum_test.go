@@ -103,6 +103,19 @@ func TestRangeCheck(t *testing.T) {
 		if err := rc.Verify("obj"); err == nil || errors.Is(err, ErrChecksum) {
 			t.Fatalf("%s: a short cover verified as %v (after the first Verify forgot the ranges)", alg, err)
 		}
+		// Overlapping ranges (their bytes the object's) never verify:
+		// an overlap would let a range's damaged bytes be covered by
+		// another's. Nor does a cover longer than the object.
+		rc.Add(0, obj[:1000])
+		rc.Add(500, obj[500:])
+		if err := rc.Verify("obj"); err == nil || errors.Is(err, ErrChecksum) {
+			t.Fatalf("%s: overlapping ranges verified as %v", alg, err)
+		}
+		rc.Add(0, obj)
+		rc.Add(int64(len(obj)), []byte{1})
+		if err := rc.Verify("obj"); err == nil || errors.Is(err, ErrChecksum) {
+			t.Fatalf("%s: a cover past the object's end verified as %v", alg, err)
+		}
 		rc.Add(0, obj)
 		if err := rc.Verify("obj"); err != nil {
 			t.Fatalf("%s: one whole range: %v", alg, err)
