@@ -18,6 +18,7 @@ import (
 	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/storage/gcsstore"
 	"github.com/sluicedata/sluice/storage/httpstore"
+	"github.com/sluicedata/sluice/storage/limit"
 	"github.com/sluicedata/sluice/storage/retry"
 	"github.com/sluicedata/sluice/storage/storagetest"
 )
@@ -56,7 +57,12 @@ func gcsPublic(t *testing.T) (*gcsstore.Bucket, storage.Bucket, *storagetest.Fau
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { hb.Close() })
-	rb, err := retry.New(hb, &retry.Options{AttemptTimeout: 10 * time.Second,
+	// As the stack builds it: retries over the in-flight limit.
+	lb, err := limit.New(hb, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := retry.New(lb, &retry.Options{AttemptTimeout: 10 * time.Second,
 		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
 	if err != nil {
 		t.Fatal(err)
