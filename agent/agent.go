@@ -471,6 +471,8 @@ func errorReply(err error) agentapi.Error {
 		code = agentapi.CodeInvalid // e.g. a feed transform's parameters
 	case errors.Is(err, agentapi.ErrCorrupt):
 		code = agentapi.CodeCorrupt // e.g. a feed transform's bad image
+	case errors.Is(err, storage.ErrChecksum):
+		code = agentapi.CodeCorrupt // damaged on every download attempt
 	case errors.Is(err, storage.ErrNotExist):
 		code = agentapi.CodeNotFound
 	case errors.Is(err, storage.ErrPermission):
