@@ -2,6 +2,8 @@ package cache
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 
 	"github.com/sluicedata/sluice/storage"
@@ -13,9 +15,12 @@ import (
 // comes from a Stat sent beside the first ranges, each range is summed as
 // it is read, and the ranges' CRCs are combined and compared at the end
 // (storage.RangeCheck). A mismatch is storage.ErrChecksum, and the
-// download's next attempt fetches the file again. Where the Stat fails or
-// reports no checksum that ranges combine into (Azure, HTTP, a multipart
-// upload's checksum of parts), the ranges go unchecked, as before.
+// download's next attempt fetches the file again. Where the store reports
+// no checksum that ranges combine into (Azure, HTTP, a multipart upload's
+// checksum of parts) or refuses the Stat itself (a presigned GET URL, which
+// is signed for GETs alone), the ranges go unchecked, as before. Any other
+// failed Stat fails the attempt: ranges that could have been checked are
+// not cached unchecked because the store's answer did not come.
 
 // Requests returns the number of store requests one download of a file of
 // size bytes makes: one GET below the parallel threshold, else a GET per
@@ -35,6 +40,7 @@ func Requests(size int64) int {
 type rangeSum struct {
 	done chan struct{}
 	rc   *storage.RangeCheck // nil: nothing to check against
+	err  error               // the Stat's failure, where it fails the attempt
 }
 
 // startRangeSum sends the Stat of key, expected to be size bytes. The
@@ -44,8 +50,18 @@ func startRangeSum(ctx context.Context, b storage.Bucket, key string, size int64
 	go func() {
 		defer close(s.done)
 		info, err := b.Stat(ctx, key)
-		if err == nil && info.Size == size {
-			s.rc = storage.NewRangeCheck(info.Checksum, size)
+		switch {
+		case err == nil:
+			// A size that differs is noticed by the last range (it asks
+			// one byte more), or the object was replaced meanwhile.
+			if info.Size == size {
+				s.rc = storage.NewRangeCheck(info.Checksum, size)
+			}
+		case errors.Is(err, storage.ErrPermission), errors.Is(err, errors.ErrUnsupported):
+			// Nothing to check against, as with a store that keeps no
+			// checksum.
+		default:
+			s.err = fmt.Errorf("stat for the checksum of the ranges: %w", err)
 		}
 	}()
 	return s
@@ -56,6 +72,9 @@ func startRangeSum(ctx context.Context, b storage.Bucket, key string, size int64
 func (s *rangeSum) reader(ctx context.Context, r io.Reader, off int64) (io.Reader, error) {
 	select {
 	case <-s.done:
+		if s.err != nil {
+			return nil, s.err
+		}
 		return s.rc.Reader(r, off), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -66,5 +85,8 @@ func (s *rangeSum) reader(ctx context.Context, r io.Reader, off int64) (io.Reade
 // ranges read; name names the file in the error.
 func (s *rangeSum) verify(name string) error {
 	<-s.done
+	if s.err != nil {
+		return fmt.Errorf("%s: %w", name, s.err)
+	}
 	return s.rc.Verify(name)
 }

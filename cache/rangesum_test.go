@@ -104,6 +104,25 @@ func TestRangedShardChecked(t *testing.T) {
 			proxy.Injected(storagetest.Corrupt))
 	}
 
+	// The Stat that reports the checksum fails once (a 500) while a range
+	// is damaged: the attempt fails instead of caching the ranges
+	// unchecked, and the next one checks them. Before, the damaged range
+	// was cached as the shard.
+	head := func(r *http.Request) bool { return r.Method == http.MethodHead }
+	proxy.Inject(storagetest.ProxyFault{Kind: storagetest.Status, Status: http.StatusInternalServerError, Match: head, Times: 1})
+	proxy.Inject(storagetest.ProxyFault{Kind: storagetest.Corrupt, Match: second, AfterBytes: 1 << 20, Times: 1})
+	l, _, err = lease(t)
+	if err != nil {
+		t.Fatalf("through a failed Stat and a damaged range: %v", err)
+	}
+	got, err = os.ReadFile(l.Path(0))
+	l.Release()
+	if err != nil || !bytes.Equal(got, data) || proxy.Injected(storagetest.Status) != 1 {
+		t.Fatalf("through a failed Stat: cached %d bytes, equal to the upload: %v (%v); %d Stats failed", len(got),
+			bytes.Equal(got, data), err, proxy.Injected(storagetest.Status))
+	}
+	proxy.Clear()
+
 	proxy.Inject(storagetest.ProxyFault{Kind: storagetest.Corrupt, Match: second, AfterBytes: 10, Times: 1000})
 	_, dir, err := lease(t)
 	if !errors.Is(err, storage.ErrChecksum) || !strings.Contains(err.Error(), "big.mds") {
