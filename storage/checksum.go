@@ -261,6 +261,26 @@ func CheckedReader(r io.Reader, sum Checksum, name string) io.Reader {
 	return &sumReader{r: r, h: h, sum: sum, name: name}
 }
 
+// CheckedBody is CheckedReader for a response body: Close closes body. It
+// returns body itself when there is nothing to check against.
+func CheckedBody(body io.ReadCloser, sum Checksum, name string) io.ReadCloser {
+	r, ok := CheckedReader(body, sum, name).(*sumReader)
+	if !ok {
+		return body
+	}
+	return &sumBody{sumReader: r, body: body}
+}
+
+// sumBody is a checked response body. Its continuation (ContinueCheck,
+// promoted) is a plain reader: the retry decorator closes the broken body
+// itself.
+type sumBody struct {
+	*sumReader
+	body io.Closer
+}
+
+func (b *sumBody) Close() error { return b.body.Close() }
+
 type sumReader struct {
 	r    io.Reader
 	h    hash.Hash

@@ -82,13 +82,16 @@ func (b *Bucket) NewRangeReader(ctx context.Context, key string, off, length int
 		return nil, storage.Permanent(fmt.Errorf("s3store: get %s: asked for %s but the store answered without Content-Range", b.URL(key), *in.Range))
 	}
 	body := out.Body
+	var sum storage.Checksum
 	if checked != nil {
-		body = newVerifiedBody(body, b.URL(key), out)
+		sum = responseChecksum(out)
+		body = storage.CheckedBody(body, sum, b.URL(key))
 	}
 	if in.Range == nil && out.ContentLength != nil {
 		// The whole object: the response says what Stat would.
 		return storage.NewBodyReaderInfo(ctx, body, "s3store", b.URL(key), storage.ObjectInfo{
 			Key: key, Size: aws.ToInt64(out.ContentLength), ModTime: aws.ToTime(out.LastModified), ETag: aws.ToString(out.ETag),
+			Checksum: sum,
 		}), nil
 	}
 	return storage.NewBodyReader(ctx, body, "s3store", b.URL(key)), nil
