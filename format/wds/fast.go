@@ -310,9 +310,8 @@ func (r *Reader) streamMember(name []byte, pos, size int64) (*member, error) {
 		return nil, &CorruptError{Member: string(name), Offset: pos, Reason: why}
 	}
 	// SplitName's rule.
-	k := bytes.LastIndexByte(name, '/') + 1
-	i := bytes.IndexByte(name[k:], '.')
-	if i <= 0 {
+	k, i, ok := splitAt(name)
+	if !ok {
 		return nil, nil
 	}
 	keyb, fieldb := name[:k+i], name[k+i+1:]

@@ -92,17 +92,59 @@ func (s *Sample) Size() int64 {
 }
 
 // SplitName splits a member name into its sample key and field name by
-// WebDataset's rule: the key is the directory part plus the base name up to
-// its first dot, the field is the rest of the base name after that dot
-// (possibly empty), lowercased. ok is false for names that belong to no
-// sample: a base name without a dot or starting with one.
+// WebDataset's rule (base_plus_ext's pattern ^((?:.*/|)[^.]+)[.]([^/]*)$):
+// the key is the directory part plus the base name up to its first dot,
+// the field is the rest of the base name after that dot (possibly empty),
+// lowercased. A base name that starts with a dot ("dir/.hidden") is keyed
+// by its directory with the slash ("dir/", field "hidden") when the
+// directory's last element has no dot, as webdataset yields it. ok is false
+// for names that belong to no sample: a base name without a dot, a
+// top-level name starting with one, or a hidden name whose directory's last
+// element has a dot.
 func SplitName(name string) (key, field string, ok bool) {
-	k := strings.LastIndexByte(name, '/') + 1
-	i := strings.IndexByte(name[k:], '.')
-	if i <= 0 {
+	k, i, ok := splitAt(name)
+	if !ok {
 		return "", "", false
 	}
 	return name[:k+i], strings.ToLower(name[k+i+1:]), true
+}
+
+// splitAt finds SplitName's dot: name[k+i] is the dot that ends the key,
+// k being where the base name starts.
+func splitAt[S ~string | ~[]byte](name S) (k, i int, ok bool) {
+	k = lastIndexByte(name, '/') + 1
+	i = indexByte(name[k:], '.')
+	switch {
+	case i > 0:
+		return k, i, true
+	case i < 0 || k == 0:
+		return 0, 0, false
+	}
+	// A hidden base name: webdataset's [^.]+ runs back over the slash to
+	// the start of the directory's last element, which must have no dot.
+	j := lastIndexByte(name[:k-1], '/') + 1
+	if indexByte(name[j:k], '.') >= 0 {
+		return 0, 0, false
+	}
+	return k, 0, true
+}
+
+func lastIndexByte[S ~string | ~[]byte](s S, c byte) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+func indexByte[S ~string | ~[]byte](s S, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
 }
 
 // isMeta reports whether WebDataset skips the member name as metadata: a

@@ -1,6 +1,7 @@
 package wds_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"errors"
 	"os"
@@ -227,11 +228,87 @@ func TestSplitName(t *testing.T) {
 		{"trailing.", "trailing", "", true}, // webdataset keeps an empty suffix
 		{"a/B.JPG", "a/B", "jpg", true},     // and lowercases it
 		{".hidden.jpg", "", "", false},
+		// A hidden name in a directory: webdataset's key runs back to the
+		// directory ("dir/"), unless its last element has a dot.
+		{"dir/.hidden", "dir/", "hidden", true},
+		{"a/b/._x.JPG", "a/b/", "_x.jpg", true},
+		{"a.b/.hidden", "", "", false},
+		{"a.b/c/.h.x", "a.b/c/", "h.x", true},
+		{"a//.x", "a//", "x", true},
 	} {
 		k, f, ok := wds.SplitName(c.name)
 		if k != c.key || f != c.field || ok != c.ok {
 			t.Errorf("SplitName(%q) = %q, %q, %v; want %q, %q, %v", c.name, k, f, ok, c.key, c.field, c.ok)
 		}
+	}
+}
+
+// TestHiddenNamesInDirectories reads names whose base starts with a dot
+// through every reader (sequential, indexed from a ReaderAt, indexed in
+// memory, scanned): webdataset yields "dir/.hidden" as a sample keyed
+// "dir/" (macOS tar's "dir/._x.jpg" AppleDouble files among them); Sluice
+// used to skip it, so a dataset had fewer samples than webdataset reads.
+func TestHiddenNamesInDirectories(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, m := range []struct{ name, data string }{
+		{"dir/a.jpg", "A"},
+		{"dir/._a.jpg", "apple"},
+		{".top.jpg", "skipped"},
+		{"x.y/.h", "skipped"},
+		{"dir/b.txt", "B"},
+		{"dir/.meta", "m"},
+	} {
+		if err := tw.WriteHeader(&tar.Header{Name: m.name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(m.data))}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write([]byte(m.data))
+	}
+	tw.Close()
+	b := buf.Bytes()
+	want := []struct{ key, field, data string }{
+		{"dir/a", "jpg", "A"}, {"dir/", "_a.jpg", "apple"}, {"dir/b", "txt", "B"}, {"dir/", "meta", "m"},
+	}
+	check := func(how string, n int, sample func(int) (*wds.Sample, error)) {
+		t.Helper()
+		if n != len(want) {
+			t.Fatalf("%s: %d samples, want %d", how, n, len(want))
+		}
+		for j, w := range want {
+			s, err := sample(j)
+			if err != nil {
+				t.Fatalf("%s: sample %d: %v", how, j, err)
+			}
+			if s.Key != w.key || len(s.Fields) != 1 || string(s.Fields[w.field]) != w.data {
+				t.Errorf("%s: sample %d = %q %v, want %q {%s: %s}", how, j, s.Key, s.Order, w.key, w.field, w.data)
+			}
+		}
+	}
+	var seq []*wds.Sample
+	r := wds.NewReader(bytes.NewReader(b), nil)
+	for r.Next() {
+		s := *r.Sample()
+		seq = append(seq, &s)
+	}
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	check("Reader", len(seq), func(j int) (*wds.Sample, error) { return seq[j], nil })
+	sh, err := wds.OpenShard(bytes.NewReader(b), int64(len(b)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("OpenShard", sh.Len(), sh.Sample)
+	if sh, err = wds.OpenShardBytes(b, nil); err != nil {
+		t.Fatal(err)
+	}
+	check("OpenShardBytes", sh.Len(), sh.Sample)
+	sum, err := wds.Scan(bytes.NewReader(b), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Samples != len(want) {
+		t.Errorf("Scan: %d samples, want %d", sum.Samples, len(want))
 	}
 }
 
