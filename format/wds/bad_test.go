@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -191,4 +193,41 @@ func octal6(n int64) string {
 		n /= 8
 	}
 	return string(s)
+}
+
+// TestSparseMembersRefused: a sparse member (GNU tar -S, in GNU's old
+// format and PAX formats 0.0, 0.1 and 1.0) is refused with an error naming
+// it, by every reader. Before, the old format's member was skipped (its
+// sample silently lost a field) and the PAX ones were indexed at their
+// expanded size past the archive's end (sluice dump panicked slicing it).
+func TestSparseMembersRefused(t *testing.T) {
+	for _, name := range []string{"sparse-gnu.tar", "sparse-pax00.tar", "sparse-pax01.tar", "sparse-pax10.tar"} {
+		t.Run(name, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join("testdata", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			check := func(how string, err error) {
+				t.Helper()
+				if !errors.Is(err, wds.ErrUnsupported) || !errors.Is(err, format.ErrCorrupt) {
+					t.Fatalf("%s: %v, want an error matching ErrUnsupported", how, err)
+				}
+				for _, p := range []string{"s2.bin", "sparse"} {
+					if !strings.Contains(err.Error(), p) {
+						t.Errorf("%s: error %q does not mention %q", how, err, p)
+					}
+				}
+			}
+			_, err = wds.OpenShard(bytes.NewReader(b), int64(len(b)), nil)
+			check("OpenShard", err)
+			_, err = wds.OpenShardBytes(b, nil)
+			check("OpenShardBytes", err)
+			_, err = wds.Scan(bytes.NewReader(b), nil)
+			check("Scan", err)
+			r := wds.NewReader(bytes.NewReader(b), nil)
+			for r.Next() {
+			}
+			check("Reader", r.Err())
+		})
+	}
 }

@@ -6,15 +6,17 @@
 // A member named "dir/base.ext1.ext2" belongs to the sample with key
 // "dir/base" (everything up to the first dot of the last path element) and
 // is stored in that sample under the field name "ext1.ext2" (the rest,
-// lowercased, possibly empty), as webdataset's base_plus_ext does. The
-// members of one sample are consecutive in the archive; a new key starts a
-// new sample. Members that are not regular files (directories, links),
-// regular files whose base name has no dot or starts with one, and
-// webdataset's metadata names ("__X__" at the top, or under a first path
-// element "__X__") are skipped. A key that reappears after another key is
-// a new sample with the same key; a field repeated inside one sample is an
-// error, as are member names that are not UTF-8, contain NUL or have a ".."
-// element.
+// lowercased, possibly empty), as webdataset's base_plus_ext does; a hidden
+// name in a directory ("dir/.x") is keyed by the directory ("dir/"), as
+// webdataset yields it. The members of one sample are consecutive in the
+// archive; a new key starts a new sample. Members that are not regular
+// files (directories, links), regular files whose base name has no dot,
+// top-level names starting with one, and webdataset's metadata names
+// ("__X__" at the top, or under a first path element "__X__") are skipped.
+// A key that reappears after another key is a new sample with the same key;
+// a field repeated inside one sample is an error, as are member names that
+// are not UTF-8, contain NUL or have a ".." element, and sparse members (tar
+// --sparse), which are refused with ErrUnsupported.
 //
 // # Reading
 //

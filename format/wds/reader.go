@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"strings"
 )
 
 // ReaderOptions tunes a Reader. A nil *ReaderOptions means the defaults.
@@ -192,9 +193,15 @@ func (r *Reader) readMember() (*member, error) {
 				r.next = pad512(r.cr.n + h.Size)
 			}
 		}
+		sparse := isSparse(h)
+		if sparse {
+			// archive/tar gives the expanded size; the stored bytes are
+			// fewer and unknown here, so the truncation check is off.
+			r.next = r.cr.n
+		}
 		// The reader maps old-style TypeRegA to TypeReg; Python's tarfile
-		// also counts contiguous files as regular.
-		if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeCont {
+		// also counts contiguous and sparse files as regular.
+		if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeCont && h.Typeflag != tar.TypeGNUSparse {
 			continue
 		}
 		if isMeta(h.Name) {
@@ -206,6 +213,12 @@ func (r *Reader) readMember() (*member, error) {
 		key, field, ok := SplitName(h.Name)
 		if !ok {
 			continue
+		}
+		if sparse {
+			// Its bytes are not stored in one piece: no span can point at
+			// them, and the span of its expanded size would run past them.
+			return nil, &CorruptError{Member: h.Name, Offset: before,
+				Reason: "sparse member (written by tar --sparse): store the file whole (tar without -S)", Err: ErrUnsupported}
 		}
 		m := &member{name: h.Name, key: key, field: field, hdrOff: before, dataOff: r.cr.n, size: h.Size}
 		if h.Size < 0 || h.Size > r.opts.MaxMemberSize {
@@ -225,6 +238,20 @@ func (r *Reader) readMember() (*member, error) {
 		m.data = data
 		return m, nil
 	}
+}
+
+// isSparse reports whether h is a sparse file: GNU's old sparse type, or a
+// PAX header with GNU's sparse records (formats 0.0, 0.1 and 1.0).
+func isSparse(h *tar.Header) bool {
+	if h.Typeflag == tar.TypeGNUSparse {
+		return true
+	}
+	for k := range h.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
 }
 
 // readData reads exactly n bytes. Small members get one exact allocation;

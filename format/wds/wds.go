@@ -18,6 +18,11 @@ var ErrCorrupt = errors.New("wds: corrupt archive")
 // member or sample larger than the configured limits.
 var ErrTooLarge = errors.New("wds: size over limit")
 
+// ErrUnsupported is the cause (reachable with errors.Is) of a CorruptError
+// for a member Sluice cannot serve although tar readers read it: a sparse
+// file (tar --sparse), whose bytes are not stored in one piece.
+var ErrUnsupported = errors.New("wds: unsupported tar member")
+
 // Default limits used when ReaderOptions leaves a field zero.
 const (
 	DefaultMaxMemberSize = 1 << 30 // bytes per member
