@@ -389,7 +389,7 @@ func planState(s agentapi.State) plan.State {
 // classify maps errors of the packages the agent serves to a wire code.
 func classify(err error) agentapi.Code {
 	switch {
-	case errors.Is(err, format.ErrCorrupt):
+	case errors.Is(err, format.ErrCorrupt), errors.Is(err, stream.ErrHashMismatch):
 		return agentapi.CodeCorrupt
 	case errors.Is(err, plan.ErrInvalid), errors.Is(err, plan.ErrBadState):
 		return agentapi.CodeInvalid

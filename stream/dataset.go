@@ -243,7 +243,7 @@ func (d *Dataset) openStream(ctx context.Context, o *Options, s Stream) (*stream
 		st.validate = *s.ValidateHash
 	}
 	if st.validate != "" && !hashing.Valid(st.validate) {
-		return nil, fmt.Errorf("stream: validate_hash: unknown algorithm %q", st.validate)
+		return nil, fmt.Errorf("stream: validate_hash: %w: unknown algorithm %q", plan.ErrInvalid, st.validate)
 	}
 	if s.Remote == "" {
 		dir := s.Local
@@ -313,7 +313,7 @@ func (d *Dataset) openStream(ctx context.Context, o *Options, s Stream) (*stream
 		retry = *s.DownloadRetry
 	}
 	if retry < 0 {
-		return nil, fmt.Errorf("stream: download_retry %d must be ≥ 0", retry)
+		return nil, fmt.Errorf("stream: %w: download_retry %d must be ≥ 0", plan.ErrInvalid, retry)
 	}
 	if retry == 0 && o.DownloadRetry == 0 && s.DownloadRetry == nil {
 		retry = 2

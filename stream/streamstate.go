@@ -2,6 +2,7 @@ package stream
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/sluicedata/sluice/cache"
 	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/format/hashing"
+	"github.com/sluicedata/sluice/plan"
 	"github.com/sluicedata/sluice/storage"
 )
 
@@ -48,6 +50,11 @@ type shardRef struct {
 }
 
 // numShards returns the stream's number of shards.
+// ErrHashMismatch is a downloaded file whose validate_hash digest differs
+// from the one its index.json gives (MosaicML: "Checksum failure", a
+// ValueError). The cache's download attempts read such a file again.
+var ErrHashMismatch = errors.New("checksum failure")
+
 func (st *streamState) numShards() int {
 	if st.compact != nil {
 		return st.compact.Len()
@@ -157,7 +164,7 @@ func (st *streamState) cacheFile(j, raw, zip int) cache.File {
 		algo, want := st.validate, st.fileHash(j, checkKind, st.validate)
 		f.Verify = func(r io.Reader) error {
 			if want == "" {
-				return fmt.Errorf("validate_hash %s: the index has no %s digest for %s", algo, algo, check)
+				return fmt.Errorf("validate_hash %s: %w: the index has no %s digest for %s", algo, plan.ErrInvalid, algo, check)
 			}
 			h, err := hashing.New(algo)
 			if err != nil {
@@ -167,7 +174,7 @@ func (st *streamState) cacheFile(j, raw, zip int) cache.File {
 				return err
 			}
 			if got := hex.EncodeToString(h.Sum(nil)); got != want {
-				return fmt.Errorf("checksum failure: %s %s, the index says %s", algo, got, want)
+				return fmt.Errorf("%w: %s %s, the index says %s", ErrHashMismatch, algo, got, want)
 			}
 			return nil
 		}

@@ -5,7 +5,7 @@ import warnings
 
 from . import _agent, _encoded, _iteration, _worker, _world, errors
 from . import images as _images
-from .stream import Stream, _abs_location, _check_stream_class, _derived_local, _size_str  # noqa: F401
+from .stream import Stream, _abs_location, _check_download_args, _check_stream_class, _derived_local, _size_str  # noqa: F401
 
 try:
     from torch.utils.data import IterableDataset as _Base
@@ -96,26 +96,30 @@ class StreamingDataset(_Base):
         order_admissions=False,
         encoded_tensors=None,
     ):
-        if streams is not None and (remote is not None or local is not None):
-            raise ValueError("give either streams or remote/local, not both")
-        if streams is None and remote is None and local is None:
-            raise ValueError("give streams, or remote and/or local")
-        if streams is not None and not streams:
-            raise ValueError("streams is empty")
+        # MosaicML's rule, by truth value: streams=[] with a remote uses the
+        # remote, and remote="" / local="" count as not given.
+        if bool(streams) == (bool(remote) or bool(local)):
+            raise ValueError("You must provide either `streams` or `remote`/`local`, but not both "
+                             "(got streams=%r, remote=%r, local=%r)" % (streams, remote, local))
+        if not streams:
+            streams = None
+        remote, local = remote or None, local or None
         if stream_name != "stream" or stream_config:
             raise ValueError("only the default Stream class is supported (stream_name=%r)" % stream_name)
         for st in streams or ():
             _check_stream_class(st)
         if shuffle_seed < 0:
             raise ValueError("shuffle_seed must be >= 0, got %r" % shuffle_seed)
-        if download_timeout is not None and download_timeout <= 0:
-            raise ValueError("download_timeout must be > 0")
+        _check_download_args(download_retry, download_timeout)
         if sampling_granularity <= 0:
             raise ValueError("sampling_granularity must be > 0")
         if replication is not None and replication < 1:
             raise ValueError("replication must be >= 1")
         if batch_size is not None and batch_size < 1:
             raise ValueError("batch_size must be >= 1")
+        if shuffle_algo == "py1b":
+            warnings.warn("The 'py1b' shuffle algorithm will soon be deprecated (MosaicML): use 'py1br', "
+                          "which gives the same kind of shuffle faster", DeprecationWarning, stacklevel=2)
         self.streams = list(streams) if streams is not None else None
         if streams is None and remote is not None and local is None:
             local = _derived_local(remote, split)
@@ -312,17 +316,18 @@ class StreamingDataset(_Base):
             return [self[i] for i in range(*idx.indices(self.num_samples))]
         if isinstance(idx, (list, tuple)) or (hasattr(idx, "ndim") and getattr(idx, "ndim", 0) >= 1):
             return [self[i] for i in idx]
-        idx = int(idx)
+        idx = _sample_index(idx)
         p = self._pending
         if p is not None and p[0] == idx:
             # Iteration routes each sample through a subclass's
             # __getitem__; its super().__getitem__ gets the decoded one.
             self._pending = None
             return p[1]
+        at = idx
         if idx < 0:
             idx += self.num_samples
         if not 0 <= idx < self.num_samples:
-            raise IndexError("sample index %d out of range [0, %d)" % (idx, self.num_samples))
+            raise IndexError("sample index %d out of range [0, %d)" % (at, self.num_samples))
         world = _world.detect()
         c = self._connection(world)
         req = {"op": "get", "handle": self._handle, "index": idx}
@@ -495,6 +500,22 @@ class StreamingDataset(_Base):
         if obj.get("initial_physical_nodes") is not None:
             st["initial_physical_nodes"] = int(obj["initial_physical_nodes"])
         self._resume = st
+
+
+def _sample_index(idx):
+    """An integer sample index (int, numpy or torch integer scalar): anything
+    else (a float, a string, None) raises ValueError, as MosaicML's
+    Array.__getitem__ does, rather than being truncated to an int."""
+    import operator
+
+    if isinstance(idx, (str, bytes, float)) or idx is None:
+        raise ValueError("Unsupported argument type passed to __getitem__: %s (give an int, a slice, "
+                         "a list of ints or an integer array)" % type(idx).__name__)
+    try:
+        return operator.index(idx)
+    except TypeError:
+        raise ValueError("Unsupported argument type passed to __getitem__: %s (give an int, a slice, "
+                         "a list of ints or an integer array)" % type(idx).__name__) from None
 
 
 def _world_nodes(world):

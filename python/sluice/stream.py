@@ -15,11 +15,25 @@ def _abs_location(p):
 
 
 def _size_str(v, what):
+    """A size for the agent: an int, a float (truncated, as MosaicML's
+    bytes_to_int and number_abbrev_to_int do) or a string like '10gb'."""
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, str)):
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
         raise ValueError("%s must be an int or a string like '10gb', got %r" % (what, v))
+    if isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")):
+            raise ValueError("%s must be finite, got %r" % (what, v))
+        v = int(v)
     return str(v)
+
+
+def _check_download_args(download_retry, download_timeout):
+    """MosaicML's checks (ValueError): download_retry >= 0, download_timeout > 0."""
+    if download_retry is not None and download_retry < 0:
+        raise ValueError("`download_retry` must be non-negative, got %r" % (download_retry,))
+    if download_timeout is not None and download_timeout <= 0:
+        raise ValueError("`download_timeout` must be positive, got %r" % (download_timeout,))
 
 
 class Stream:
@@ -39,14 +53,15 @@ class Stream:
         validate_hash=None,
         keep_zip=None,
     ):
-        if remote is None and local is None:
-            raise ValueError("Stream needs remote or local")
+        if not remote and not local:
+            raise ValueError("`remote` and/or `local` path must be provided")
         given = [x is not None for x in (proportion, repeat, choose)]
         if sum(given) > 1:
             raise ValueError("give at most one of proportion, repeat and choose")
         for name, v in (("proportion", proportion), ("repeat", repeat), ("choose", choose)):
             if v is not None and v < 0:
                 raise ValueError("%s must be >= 0, got %r" % (name, v))
+        _check_download_args(download_retry, download_timeout)
         self.remote = remote
         self.local = local
         self.split = split

@@ -1,0 +1,118 @@
+"""MosaicML's argument checks, index types and error classes, as a user
+migrating from `streaming` meets them: each case is what MosaicML Streaming
+raises or warns for the same call (its StreamingDataset, Stream and
+Array.__getitem__)."""
+
+import json
+import os
+import unittest
+import warnings
+
+import helpers
+
+try:
+    import numpy as np
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+import sluice
+
+
+@unittest.skipIf(torch is None, "torch missing")
+class MosaicArgsTest(helpers.AgentCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.remote = os.path.join(cls.tmp, "remote")
+        helpers.write_ids(cls.remote, 60, size_limit=400)
+        cls.n = 0
+
+    def local(self):
+        type(self).n += 1
+        return os.path.join(self.tmp, "local-%d" % self.n)
+
+    def test_download_arguments_are_checked(self):
+        # MosaicML: Stream(download_retry=-1) and Stream(download_timeout=0)
+        # raise ValueError, and so does the dataset's own (it builds a
+        # Stream from them).
+        for kw in ({"download_retry": -1}, {"download_timeout": 0}, {"download_timeout": -3.0}):
+            with self.subTest(kw=kw):
+                with self.assertRaises(ValueError):
+                    sluice.Stream(remote=self.remote, **kw)
+                with self.assertRaises(ValueError) as cm:
+                    sluice.StreamingDataset(remote=self.remote, local=self.local(), **kw)
+                self.assertNotIsInstance(cm.exception, sluice.SluiceError)  # refused before the agent
+        ds = sluice.StreamingDataset(remote=self.remote, local=self.local(), download_retry=0, batch_size=4)
+        self.assertEqual(len(ds), 60)
+
+    def test_streams_or_remote_by_truth_value(self):
+        # MosaicML's rule is bool(streams) == (bool(remote) or bool(local)):
+        # an empty streams list beside a remote reads the remote, and empty
+        # strings are no location at all.
+        ds = sluice.StreamingDataset(streams=[], remote=self.remote, local=self.local(), batch_size=4)
+        self.assertEqual(sorted(int(s["id"]) for s in ds), list(range(60)))
+        for kw in ({"remote": "", "local": ""}, {"streams": []}, {}):
+            with self.subTest(kw=kw):
+                with self.assertRaisesRegex(ValueError, "either `streams` or `remote`/`local`"):
+                    sluice.StreamingDataset(**kw)
+        with self.assertRaises(ValueError):
+            sluice.StreamingDataset(streams=[sluice.Stream(remote=self.remote, local=self.local())],
+                                    remote=self.remote)
+
+    def test_float_sizes_and_py1b_deprecation(self):
+        # MosaicML's number_abbrev_to_int and bytes_to_int take floats.
+        ds = sluice.StreamingDataset(remote=self.remote, local=self.local(), epoch_size=30.0, cache_limit=1e6,
+                                     batch_size=4)
+        self.assertEqual(ds.epoch_size, 30)
+        self.assertEqual(len(list(ds)), 30)
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            sluice.StreamingDataset(remote=self.remote, local=self.local(), shuffle=True, shuffle_algo="py1b",
+                                    batch_size=4)
+        self.assertTrue([w for w in got if w.category is DeprecationWarning and "py1b" in str(w.message)],
+                        [str(w.message) for w in got])
+
+    def test_getitem_index_types(self):
+        # MosaicML's Array.__getitem__ takes ints (Python, numpy), slices,
+        # lists and arrays, and raises ValueError for anything else; a
+        # float is never truncated to a sample.
+        ds = sluice.StreamingDataset(remote=self.remote, local=self.local(), batch_size=4)
+        for bad in (2.7, "3", None, 3.0):
+            with self.subTest(index=bad):
+                with self.assertRaisesRegex(ValueError, "Unsupported argument type"):
+                    ds[bad]
+        self.assertEqual(ds[np.int64(5)]["id"], 5)
+        self.assertEqual(ds[torch.tensor(7)]["id"], 7)
+        self.assertEqual([[s["id"] for s in row] for row in ds[np.array([[1, 2], [3, 4]])]], [[1, 2], [3, 4]])
+        self.assertEqual(ds[-1]["id"], 59)
+        with self.assertRaisesRegex(IndexError, "-61"):
+            ds[-61]
+        with self.assertRaises(IndexError):
+            ds[60]
+
+    def test_validate_hash_errors_are_value_errors(self):
+        # MosaicML raises ValueError for a hash the index does not carry and
+        # for a checksum failure; an unknown algorithm fails there too.
+        with self.assertRaisesRegex(ValueError, "bogus"):
+            sluice.StreamingDataset(remote=self.remote, local=self.local(), validate_hash="bogus", batch_size=4)
+        ds = sluice.StreamingDataset(remote=self.remote, local=self.local(), validate_hash="sha1", batch_size=4)
+        with self.assertRaisesRegex(ValueError, "no sha1 digest"):
+            list(ds)
+        bad = os.path.join(self.tmp, "bad-digest")
+        helpers.write_ids(bad, 20, size_limit=400)
+        p = os.path.join(bad, "index.json")
+        with open(p) as f:
+            doc = json.load(f)
+        for sh in doc["shards"]:
+            sh["raw_data"]["hashes"] = {"sha1": "00" * 20}
+        with open(p, "w") as f:
+            json.dump(doc, f)
+        ds = sluice.StreamingDataset(remote=bad, local=self.local(), validate_hash="sha1", batch_size=4,
+                                     download_retry=1)
+        with self.assertRaisesRegex(sluice.CorruptDataError, "checksum failure"):
+            list(ds)
+
+
+if __name__ == "__main__":
+    unittest.main()
