@@ -29,8 +29,9 @@
 // AWS_DEFAULT_REGION set the region.
 //
 // The endpoint is taken, first match wins, from the endpoint= option,
-// S3_ENDPOINT_URL (MosaicML Streaming's variable), AWS_ENDPOINT_URL_S3 and
-// AWS_ENDPOINT_URL. A custom endpoint switches to path-style addressing
+// S3_ENDPOINT_URL (MosaicML Streaming's variable), AWS_ENDPOINT_URL_S3,
+// AWS_ENDPOINT_URL and endpoint_url in the AWS configuration file (the
+// profile's or its s3 services section's). A custom endpoint switches to path-style addressing
 // (http://host/bucket/key), which every S3-compatible store accepts. With no
 // region configured, the bucket's region is discovered with one HeadBucket
 // request (falling back to us-east-1 for a custom endpoint that reports

@@ -226,6 +226,16 @@ func New(ctx context.Context, bucket, prefix string, opts *Options) (*Bucket, er
 		}
 		endpoint = strings.TrimSpace(os.Getenv(name))
 	}
+	if endpoint == "" {
+		// endpoint_url of the AWS configuration (the profile's, or its s3
+		// services section's), which the SDK resolves per service: its
+		// store is not AWS either, and gets the same handling (path
+		// style, no region of its own, uploads without checksum
+		// trailers). AWS_IGNORE_CONFIGURED_ENDPOINT_URLS leaves it unset.
+		if be := s3.NewFromConfig(cfg).Options().BaseEndpoint; be != nil {
+			endpoint = strings.TrimSpace(*be)
+		}
+	}
 	if endpoint != "" {
 		eu, err := url.Parse(endpoint)
 		if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" {
@@ -292,7 +302,7 @@ func New(ctx context.Context, bucket, prefix string, opts *Options) (*Bucket, er
 	cfg.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	client := s3.NewFromConfig(cfg, clientOpts)
 	// AWS itself: no endpoint of ours, nor an endpoint_url of the AWS
-	// configuration (the profile's, or its s3 services section's).
+	// configuration (taken into endpoint above).
 	onAWS := endpoint == "" && client.Options().BaseEndpoint == nil
 	b := &Bucket{
 		verify:        verify,

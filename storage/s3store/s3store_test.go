@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -118,43 +119,59 @@ func TestConformance(t *testing.T) {
 
 func TestOpenURLFromEnvironment(t *testing.T) {
 	s := testServer(t)
-	// The credential chain and MosaicML's endpoint variable, as a user
-	// would set them; no region, so it is discovered from the server.
-	t.Setenv("AWS_ACCESS_KEY_ID", s.access)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", s.secret)
-	t.Setenv("AWS_SESSION_TOKEN", "")
-	t.Setenv("AWS_REGION", "")
-	t.Setenv("AWS_DEFAULT_REGION", "")
-	t.Setenv("AWS_PROFILE", "")
-	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
-	t.Setenv("AWS_ENDPOINT_URL", "")
-	t.Setenv("AWS_ENDPOINT_URL_S3", "")
-	t.Setenv("S3_ENDPOINT_URL", s.endpoint)
+	// The credential chain and an endpoint as a user would set them: the
+	// variable MosaicML reads, or endpoint_url in the AWS configuration
+	// file (whose store is not AWS either: path-style requests, no
+	// region of its own). No region, so it is discovered from the server.
+	for _, tc := range []struct{ name, envEndpoint, config string }{
+		{"S3_ENDPOINT_URL", s.endpoint, os.DevNull},
+		{"config-file", "", "[default]\nendpoint_url = " + strings.Replace(s.endpoint, "127.0.0.1", "localhost", 1) + "\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("AWS_ACCESS_KEY_ID", s.access)
+			t.Setenv("AWS_SECRET_ACCESS_KEY", s.secret)
+			t.Setenv("AWS_SESSION_TOKEN", "")
+			t.Setenv("AWS_REGION", "")
+			t.Setenv("AWS_DEFAULT_REGION", "")
+			t.Setenv("AWS_PROFILE", "")
+			config := tc.config
+			if config != os.DevNull {
+				config = filepath.Join(t.TempDir(), "config")
+				if err := os.WriteFile(config, []byte(tc.config), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Setenv("AWS_CONFIG_FILE", config)
+			t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+			t.Setenv("AWS_ENDPOINT_URL", "")
+			t.Setenv("AWS_ENDPOINT_URL_S3", "")
+			t.Setenv("S3_ENDPOINT_URL", tc.envEndpoint)
 
-	prefix := uniquePrefix(t)
-	u, err := url.Parse("s3://" + s.bucket + "/" + prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := s3store.Open(t.Context(), u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if s.region != "" {
-		if got := b.(*s3store.Bucket).Region(); got != s.region {
-			t.Errorf("discovered region %q, want the server's %q", got, s.region)
-		}
-	}
-	data := storagetest.Pattern(1, 1000)
-	storagetest.Put(t, b, "a/b.bin", data)
-	t.Cleanup(func() { b.Delete(context.Background(), "a/b.bin") })
-	if got := storagetest.Get(t, b, "a/b.bin"); !bytes.Equal(got, data) {
-		t.Errorf("read back %d bytes, want the %d written", len(got), len(data))
-	}
-	if got, want := b.URL("a/b.bin"), "s3://"+s.bucket+"/"+prefix+"/a/b.bin"; got != want {
-		t.Errorf("URL = %q, want %q", got, want)
+			prefix := uniquePrefix(t)
+			u, err := url.Parse("s3://" + s.bucket + "/" + prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := s3store.Open(t.Context(), u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			if s.region != "" {
+				if got := b.(*s3store.Bucket).Region(); got != s.region {
+					t.Errorf("discovered region %q, want the server's %q", got, s.region)
+				}
+			}
+			data := storagetest.Pattern(1, 1000)
+			storagetest.Put(t, b, "a/b.bin", data)
+			t.Cleanup(func() { b.Delete(context.Background(), "a/b.bin") })
+			if got := storagetest.Get(t, b, "a/b.bin"); !bytes.Equal(got, data) {
+				t.Errorf("read back %d bytes, want the %d written", len(got), len(data))
+			}
+			if got, want := b.URL("a/b.bin"), "s3://"+s.bucket+"/"+prefix+"/a/b.bin"; got != want {
+				t.Errorf("URL = %q, want %q", got, want)
+			}
+		})
 	}
 }
 
