@@ -1,12 +1,18 @@
 package stream_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"errors"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sluicedata/sluice/format/wds"
+	"github.com/sluicedata/sluice/internal/stores"
 	"github.com/sluicedata/sluice/plan"
 	"github.com/sluicedata/sluice/storage"
 	"github.com/sluicedata/sluice/storage/memstore"
@@ -82,5 +88,41 @@ func TestTarSamplesCarryURL(t *testing.T) {
 	}
 	if err := it.Err(); err != nil || n != 12 {
 		t.Fatalf("%d samples, err %v; want 12", n, err)
+	}
+}
+
+// TestCompressedTarShardsNamed: webdataset reads gzip-compressed shards
+// ("shard-{000000..000001}.tar.gz", ".tgz"); Sluice serves tars in place
+// by byte range and cannot, so it says so and names the shard. Before, a
+// single .tar.gz was opened as an MDS directory ("open
+// .../shard-000000.tar.gz/index.json: not a directory") and a pattern
+// failed with "is not a .tar shard".
+func TestCompressedTarShardsNamed(t *testing.T) {
+	dir := t.TempDir()
+	for k, b := range writeTars(t, 2, 3, 10) {
+		var gz bytes.Buffer
+		zw := gzip.NewWriter(&gz)
+		zw.Write(b)
+		zw.Close()
+		name := strings.TrimSuffix(k, ".tar") + ".tar.gz"
+		if err := os.WriteFile(filepath.Join(dir, name), gz.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, remote := range []string{
+		filepath.Join(dir, "shard-000000.tar.gz"),
+		filepath.Join(dir, "shard-{000000..000001}.tar.gz"),
+		"file://" + filepath.Join(dir, "shard-000001.TGZ"),
+		filepath.Join(dir, "shard-000000.tar") + "::" + filepath.Join(dir, "shard-000001.tar.gz"),
+	} {
+		ds, err := stream.Open(context.Background(), &stream.Options{Remote: remote, Local: t.TempDir(), Registry: stores.Default(), BatchSize: 1})
+		if err == nil {
+			ds.Close()
+			t.Errorf("%s: opened", remote)
+			continue
+		}
+		if !errors.Is(err, stream.ErrBadTarSpec) || !strings.Contains(err.Error(), "compressed tar") || !strings.Contains(err.Error(), "shard-00000") {
+			t.Errorf("%s: %v, want ErrBadTarSpec saying which shard is a compressed tar", remote, err)
+		}
 	}
 }

@@ -205,6 +205,25 @@ func isLetter(c byte) bool { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 
 // isTarName reports whether a shard URL names a tar archive.
 func isTarName(u string) bool { return strings.HasSuffix(strings.ToLower(u), ".tar") }
 
+// isCompressedTarName reports whether a shard URL names a compressed tar
+// archive (webdataset reads "shard-000000.tar.gz" through Python's tarfile).
+func isCompressedTarName(u string) bool {
+	u = strings.ToLower(u)
+	for _, ext := range []string{".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar.zst", ".tzst"} {
+		if strings.HasSuffix(u, ext) {
+			return true
+		}
+	}
+	return false
+}
+
+// compressedTarError says why a compressed tar shard cannot be streamed
+// and what to do instead.
+func compressedTarError(u string) error {
+	return fmt.Errorf("%w: %q is a compressed tar: Sluice streams uncompressed .tar shards, "+
+		"read in place by byte range (decompress each shard, e.g. gunzip, then run sluice index)", ErrBadTarSpec, redactTarURL(u))
+}
+
 // tarSpec is a tar dataset: the store root its shards are under and their
 // keys relative to it, in dataset order.
 type tarSpec struct {
@@ -217,6 +236,9 @@ type tarSpec struct {
 // not a list of .tar URLs (a dataset directory, say).
 func parseTarSpec(remote string) (*tarSpec, error) {
 	if !strings.Contains(remote, "::") && !strings.Contains(remote, "{") && !isTarName(withoutQuery(remote)) {
+		if isCompressedTarName(withoutQuery(remote)) {
+			return nil, compressedTarError(remote)
+		}
 		return nil, nil
 	}
 	urls, err := ExpandTarURLs(remote)
@@ -241,6 +263,9 @@ func parseTarSpec(remote string) (*tarSpec, error) {
 	}
 	for _, u := range urls {
 		if !isTarName(u) {
+			if isCompressedTarName(u) {
+				return nil, compressedTarError(u)
+			}
 			if len(urls) == 1 {
 				return nil, nil
 			}
