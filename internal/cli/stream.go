@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -519,7 +520,9 @@ func streamSleep(ctx context.Context, d time.Duration) error {
 func localCompressed(dir, split string) (bool, error) {
 	p := filepath.Join(dir, filepath.FromSlash(split), format.IndexFile)
 	b, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		// No index, or dir is a file (a local .tar shard): stream.Open
+		// decides what it is.
 		return false, nil
 	}
 	if err != nil {
