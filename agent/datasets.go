@@ -325,7 +325,8 @@ func (d *sharedDataset) info(w agentapi.World) (agentapi.Opened, error) {
 		out.ShuffleSeed = *d.opts.ShuffleSeed
 	}
 	for _, sw := range d.ds.Planner().Streams() {
-		out.Streams = append(out.Streams, agentapi.StreamWeight{Proportion: sw.Proportion, Repeat: sw.Repeat, Choose: sw.Choose})
+		out.Streams = append(out.Streams, agentapi.StreamWeight{Proportion: sw.Proportion, Repeat: sw.Repeat, Choose: sw.Choose,
+			Samples: sw.Samples, FirstShard: sw.FirstShard, FirstSample: sw.FirstSample})
 	}
 	return out, nil
 }

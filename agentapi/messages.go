@@ -215,11 +215,18 @@ type Opened struct {
 
 // StreamWeight is a stream's resolved weight: the samples it contributes
 // per epoch (choose), that over the epoch size (proportion), and over its
-// own sample count (repeat).
+// own sample count (repeat); and where the stream sits among the
+// dataset's shards and samples (MosaicML's shard_offset_per_stream,
+// sample_offset_per_stream, samples_per_stream).
 type StreamWeight struct {
 	Proportion float64 `json:"proportion"`
 	Repeat     float64 `json:"repeat"`
 	Choose     int64   `json:"choose"`
+	// Samples is the stream's own sample count; FirstShard and
+	// FirstSample are its first shard's and sample's global indices.
+	Samples     int64 `json:"samples"`
+	FirstShard  int   `json:"first_shard"`
+	FirstSample int64 `json:"first_sample"`
 }
 
 // State is MosaicML's dataset state dict (spec §13.4).

@@ -3,7 +3,7 @@
 import os
 import warnings
 
-from . import _agent, _encoded, _iteration, _worker, _world, errors
+from . import _agent, _encoded, _iteration, _layout, _worker, _world, errors
 from . import images as _images
 from .stream import Stream, _abs_location, _check_download_args, _check_stream_class, _derived_local, _size_str  # noqa: F401
 
@@ -32,7 +32,7 @@ def require_batch_size(dataset, num_workers):
             "StreamingDataset(batch_size=...) the same value as the DataLoader's batch_size" % where)
 
 
-class StreamingDataset(_Base):
+class StreamingDataset(_layout.Layout, _Base):
     """A MosaicML-compatible streaming dataset served by the Sluice agent.
 
     Takes MosaicML StreamingDataset's keyword arguments with the same
@@ -172,6 +172,13 @@ class StreamingDataset(_Base):
             "order_admissions": self.order_admissions or None,
         }
         self._wire = {k: v for k, v in wire.items() if v is not None}
+        # As MosaicML: remote/local make one Stream, and every Stream holds
+        # the dataset's download settings where it was given none.
+        if self.streams is None:
+            self.streams = [Stream(remote=remote, local=local, split=split, keep_zip=keep_zip)]
+        for st in self.streams:
+            st._apply_default({"split": split, "download_retry": download_retry, "download_timeout": download_timeout,
+                               "validate_hash": validate_hash, "keep_zip": keep_zip})
         self._agent_dir = agent_dir
         self._timeout = float(timeout)
         if stall_timeout is None:
@@ -296,13 +303,16 @@ class StreamingDataset(_Base):
         """Samples per rank per epoch."""
         return self._info["length"]
 
-    @property
-    def samples_per_shard(self):
-        """Sample count of each shard."""
-        return list(self._info["shard_samples"])
-
     def __len__(self):
         return self._info["length"]
+
+    @property
+    def next_epoch(self):
+        """The epoch this rank's next iteration begins (MosaicML's
+        next_epoch; 0 before the first)."""
+        world = _world.detect()
+        c = self._connection(world)
+        return c.call({"op": "epoch", "handle": self._handle, "rank": world["rank"]}, "epoch")["next_epoch"]
 
     # -- random access ----------------------------------------------------
 

@@ -76,20 +76,41 @@ class Stream:
         self.download_timeout = download_timeout
         self.validate_hash = validate_hash
         self.keep_zip = keep_zip
+        # The same for the download settings: a dataset fills the unset
+        # ones with its own (MosaicML's Stream.apply_default), a later
+        # dataset with its own again.
+        self._given_opts = {"split": split, "download_retry": download_retry, "download_timeout": download_timeout,
+                            "validate_hash": validate_hash, "keep_zip": keep_zip}
+
+    def _apply_default(self, default):
+        """Sets the settings this Stream was not given to the dataset's
+        (default: a dict of the _given_opts keys), as MosaicML's
+        StreamingDataset does to each of its streams: split '' when none."""
+        given = self._opts()
+        for k, v in default.items():
+            setattr(self, k, given[k] if given[k] is not None else v)
+        self.split = self.split or ""
+
+    def _opts(self):
+        # Streams pickled by an older client have no _given_opts.
+        return getattr(self, "_given_opts", None) or {
+            k: getattr(self, k) for k in ("split", "download_retry", "download_timeout", "validate_hash", "keep_zip")}
 
     def _wire(self):
         proportion, repeat, choose = getattr(self, "_given", (self.proportion, self.repeat, self.choose))
+        opts = self._opts()
+        timeout = opts["download_timeout"]
         out = {
             "remote": _abs_location(self.remote),
             "local": _abs_location(self.local),
-            "split": self.split,
+            "split": opts["split"] or None,
             "proportion": None if proportion is None else float(proportion),
             "repeat": None if repeat is None else float(repeat),
             "choose": None if choose is None else int(choose),
-            "download_retry": self.download_retry,
-            "download_timeout": None if self.download_timeout is None else float(self.download_timeout),
-            "validate_hash": self.validate_hash,
-            "keep_zip": self.keep_zip,
+            "download_retry": opts["download_retry"],
+            "download_timeout": None if timeout is None else float(timeout),
+            "validate_hash": opts["validate_hash"],
+            "keep_zip": opts["keep_zip"],
         }
         return {k: v for k, v in out.items() if v is not None}
 

@@ -113,6 +113,51 @@ class MosaicArgsTest(helpers.AgentCase):
         with self.assertRaisesRegex(sluice.CorruptDataError, "checksum failure"):
             list(ds)
 
+    def test_layout_attributes(self):
+        # MosaicML's per-shard and per-stream int64 arrays, over two
+        # streams of 60 (5 shards) and 30 samples (3 shards).
+        other = os.path.join(self.tmp, "remote-30")
+        helpers.write_ids(other, 30, size_limit=400)
+        streams = [sluice.Stream(remote=self.remote, local=self.local()), sluice.Stream(remote=other, local=self.local())]
+        ds = sluice.StreamingDataset(streams=streams, batch_size=4)
+        self.assertIsInstance(ds.samples_per_shard, np.ndarray)
+        self.assertEqual(ds.samples_per_shard.dtype, np.int64)
+        self.assertEqual(ds.samples_per_shard.tolist(), [12] * 7 + [6])
+        self.assertEqual(ds.sample_offset_per_shard.tolist(), [0, 12, 24, 36, 48, 60, 72, 84])
+        self.assertEqual(ds.num_streams, 2)
+        self.assertEqual(ds.shards_per_stream.tolist(), [5, 3])
+        self.assertEqual(ds.shard_offset_per_stream.tolist(), [0, 5])
+        self.assertEqual(ds.samples_per_stream.tolist(), [60, 30])
+        self.assertEqual(ds.sample_offset_per_stream.tolist(), [0, 60])
+        self.assertEqual(ds.stream_per_shard.tolist(), [0] * 5 + [1] * 3)
+        one = sluice.StreamingDataset(remote=self.remote, local=self.local(), batch_size=4)
+        self.assertEqual((one.num_streams, one.samples_per_stream.tolist(), one.shards_per_stream.tolist()),
+                         (1, [60], [5]))
+
+    def test_streams_hold_dataset_defaults(self):
+        # MosaicML: remote/local become one Stream in ds.streams, and each
+        # Stream takes the dataset's download settings where it was given
+        # none (split '' when none), a later dataset's again.
+        ds = sluice.StreamingDataset(remote=self.remote, local=self.local(), batch_size=4, download_timeout=45)
+        self.assertEqual(len(ds.streams), 1)
+        st = ds.streams[0]
+        self.assertEqual((st.remote, st.split, st.download_retry, st.download_timeout, st.keep_zip, st.choose),
+                         (self.remote, "", 2, 45, False, 60))
+        s = sluice.Stream(remote=self.remote, local=self.local(), download_retry=5)
+        sluice.StreamingDataset(streams=[s], batch_size=4, download_timeout=30, validate_hash="sha1")
+        self.assertEqual((s.download_retry, s.download_timeout, s.validate_hash, s.split), (5, 30, "sha1", ""))
+        ds = sluice.StreamingDataset(streams=[s], batch_size=4, download_timeout=20)
+        self.assertEqual((s.download_retry, s.download_timeout, s.validate_hash), (5, 20, None))
+        # What the second dataset sends is what the user gave it, not the
+        # first dataset's defaults the Stream holds.
+        self.assertEqual(ds._wire["streams"], [{"remote": self.remote, "local": s.local, "download_retry": 5}])
+
+    def test_next_epoch(self):
+        ds = sluice.StreamingDataset(remote=self.remote, local=self.local(), batch_size=4)
+        self.assertEqual(ds.next_epoch, 0)
+        self.assertEqual(len(list(ds)), 60)
+        self.assertEqual(ds.next_epoch, 1)
+
 
 if __name__ == "__main__":
     unittest.main()
