@@ -53,6 +53,9 @@ func openMDS(ctx context.Context, root string, opts *Options, bs *buckets) (Sour
 	if len(idx.Shards) == 0 {
 		return nil, fmt.Errorf("input: %s has no shards", b.URL(format.IndexFile))
 	}
+	if keys := wdsIndexKeys(idx); keys != nil {
+		return nil, &wdsIndexError{root: root, keys: keys}
+	}
 	first := &idx.Shards[0]
 	for k := range idx.Shards {
 		s := &idx.Shards[k]

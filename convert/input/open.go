@@ -43,6 +43,8 @@ type Options struct {
 	// Format forces the input format; "" infers it from the file
 	// extension (.jsonl .json .ndjson .csv .tsv .parquet .tar), or for a
 	// directory from its content (an index.json makes it an MDS dataset,
+	// or the WebDataset tars it lists when sluice index wrote it; .tar
+	// files make it a directory of WebDataset tars, read in name order;
 	// otherwise it is an image folder).
 	Format string
 	// Part selects a slice of the input. When the input has at least
@@ -187,6 +189,7 @@ func open(ctx context.Context, spec string, opts *Options, bs *buckets) (Source,
 		sort.Strings(names)
 	}
 	format := opts.Format
+	var locs []location // a directory's tars
 	if len(names) == 1 {
 		dirFormat, isDir, err := probeDir(ctx, names[0], bs)
 		if err != nil {
@@ -200,12 +203,26 @@ func open(ctx context.Context, spec string, opts *Options, bs *buckets) (Source,
 			case FormatImages:
 				return openImages(ctx, names[0], opts, bs)
 			case FormatMDS:
-				return openMDS(ctx, names[0], opts, bs)
+				src, err := openMDS(ctx, names[0], opts, bs)
+				var wi *wdsIndexError
+				if !errors.As(err, &wi) || opts.Format == FormatMDS {
+					return src, err
+				}
+				// The index sluice index writes for WebDataset tars.
+				format = FormatWDS
+				if locs, err = tarDirLocations(ctx, names[0], wi.keys, bs); err != nil {
+					return nil, err
+				}
+			case FormatWDS:
+				if locs, err = tarDirLocations(ctx, names[0], nil, bs); err != nil {
+					return nil, err
+				}
+			default:
+				return nil, fmt.Errorf("input: %q is a directory; format %q needs files", names[0], format)
 			}
-			return nil, fmt.Errorf("input: %q is a directory; format %q needs files", names[0], format)
+			names = nil
 		}
 	}
-	locs := make([]location, 0, len(names))
 	for _, n := range names {
 		root, key, err := splitLocation(n)
 		if err != nil {
@@ -281,9 +298,8 @@ func probeDir(ctx context.Context, name string, bs *buckets) (format string, isD
 	} else if ok {
 		return FormatMDS, true, nil
 	}
-	any := false
-	err = b.List(ctx, "", func(storage.ObjectInfo) error { any = true; return io.EOF })
-	if err != nil && !errors.Is(err, io.EOF) {
+	tars, any, err := dirHoldsTars(ctx, b)
+	if err != nil {
 		if errors.Is(err, storage.ErrNotExist) {
 			return "", false, fmt.Errorf("input: %q does not exist", name)
 		}
@@ -291,6 +307,9 @@ func probeDir(ctx context.Context, name string, bs *buckets) (format string, isD
 	}
 	if !any {
 		return "", false, fmt.Errorf("input: %q is neither a file of a known format nor a directory with files", name)
+	}
+	if tars {
+		return FormatWDS, true, nil
 	}
 	return FormatImages, true, nil
 }

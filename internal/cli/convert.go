@@ -46,7 +46,9 @@ shards are uploaded as they finish, index.json last).
 
 INPUT is a local path or URL of:
   JSON lines (.jsonl/.json/.ndjson), CSV (.csv), TSV (.tsv), Parquet (.parquet),
-  WebDataset tar shards (.tar; brace patterns such as shard-{000000..000099}.tar),
+  WebDataset tar shards (.tar; brace patterns such as shard-{000000..000099}.tar,
+  or a directory of them: its index.json's order when sluice index wrote one,
+  else by name),
   an image folder (root/<class>/<name>.jpg gives columns image and label;
   classes are labelled in sorted order, written to labels.json and the report;
   each file's real type decides: --image-encoding jpeg|png keeps only fully

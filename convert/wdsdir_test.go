@@ -1,0 +1,53 @@
+package convert
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/storage/filestore"
+	"github.com/sluicedata/sluice/stream"
+)
+
+// TestWebDatasetDirectory converts a directory of WebDataset tars, as
+// sluice stream and sluice index take one: without an index (the tars in
+// name order, nested ones too), and with the index sluice index writes
+// beside them (the index's order). Both give the dataset the brace
+// pattern gives. Before, the first was taken for an image folder ("has no
+// images in class subdirectories") and the second for an MDS dataset
+// ("shard 0 has format \"wds\"; only mds datasets can be re-sharded").
+func TestWebDatasetDirectory(t *testing.T) {
+	dir := t.TempDir()
+	tars := filepath.Join(dir, "tars")
+	want := writeTars(t, tars, 3, 5)
+	// Top-level files besides the tars are not samples.
+	writeFile(t, filepath.Join(tars, "README.md"), []byte("about"))
+	byPattern := filepath.Join(dir, "pattern")
+	runConvert(t, &Options{Input: filepath.Join(tars, "shard-{000000..000002}.tar"), Output: byPattern})
+
+	byDir := filepath.Join(dir, "dir")
+	runConvert(t, &Options{Input: tars, Output: byDir})
+	checkTarSamples(t, readDataset(t, byDir), want)
+	sameDataFiles(t, byPattern, byDir)
+
+	b, err := filestore.New(tars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The index lists the shards in reverse: its order rules.
+	keys := []string{"shard-000002.tar", "shard-000001.tar", "shard-000000.tar"}
+	idx, err := stream.BuildTarIndex(context.Background(), b, keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tars, format.IndexFile), format.AppendIndex(nil, idx), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	byIndex := filepath.Join(dir, "index")
+	runConvert(t, &Options{Input: tars, Output: byIndex})
+	got := readDataset(t, byIndex)
+	reversed := append(append(append(want[:0:0], want[10:]...), want[5:10]...), want[:5]...)
+	checkTarSamples(t, got, reversed)
+}
