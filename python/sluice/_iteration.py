@@ -91,9 +91,9 @@ def batches(ds, conn, begun, maps, private, world):
     decoders = ds._decoders
     shard_schema = ds._info["shard_schema"]
     flag = _agent.INLINE_FLAG
-    from .dataset import StreamingDataset
+    from .dataset import StreamingDataset, routes_items
 
-    hook = type(ds).__getitem__ is not StreamingDataset.__getitem__
+    hook = routes_items(ds, StreamingDataset)
     req = {"op": "next", "iter": begun["iter"], "max": ds._fetch, "inline_max": ds._inline_max}
     # A DataLoader worker watches its parent: when the main process
     # dies the worker stops instead of waiting on as an orphan.
@@ -167,7 +167,7 @@ def batches(ds, conn, begun, maps, private, world):
                 v = r[3](m, off, ln)
             if hook:
                 # MosaicML iterates through ds[i]: a subclass that
-                # overrides __getitem__ sees every sample.
+                # overrides __getitem__ or get_item sees every sample.
                 ds._pending = (sid, v)
                 v = ds[sid]
                 ds._pending = None

@@ -107,8 +107,10 @@ def eligible(ds, cls):
     never pins them all."""
     if mode() == "off" or ds._info is None:
         return False
+    from .dataset import routes_items
+
     t = type(ds)
-    if t.__getitem__ is not cls.__getitem__ or t.__iter__ is not cls.__iter__ or t._batches is not cls._batches:
+    if routes_items(ds, cls) or t.__iter__ is not cls.__iter__ or t._batches is not cls._batches:
         return False
     if getattr(ds, "_decode_images", None) and not agent_decodes(ds):
         # Images decoded here: with PIL on the mapped-shard path.

@@ -327,10 +327,22 @@ class StreamingDataset(_layout.Layout, _Base):
         if isinstance(idx, (list, tuple)) or (hasattr(idx, "ndim") and getattr(idx, "ndim", 0) >= 1):
             return [self[i] for i in idx]
         idx = _sample_index(idx)
+        if -self.num_samples <= idx < 0:
+            idx += self.num_samples
+        # As MosaicML's Array.__getitem__: through get_item, so that a
+        # subclass overriding either sees every sample.
+        return self.get_item(idx)
+
+    def get_item(self, idx, retry=7):
+        """Sample idx of the whole dataset (MosaicML's get_item; ds[idx]
+        calls it). retry is accepted for MosaicML's signature: the agent
+        downloads with the dataset's download_retry."""
+        idx = _sample_index(idx)
         p = self._pending
         if p is not None and p[0] == idx:
             # Iteration routes each sample through a subclass's
-            # __getitem__; its super().__getitem__ gets the decoded one.
+            # __getitem__ or get_item; the super() call in it gets the
+            # decoded one.
             self._pending = None
             return p[1]
         at = idx
@@ -359,10 +371,6 @@ class StreamingDataset(_layout.Layout, _Base):
             if len(rec) != ln:
                 raise errors.CorruptDataError("shard %s is shorter than the index says" % shard["path"])
         return self._decoders[self._info["shard_schema"][shard["shard"]]](rec)
-
-    def get_item(self, idx):
-        """MosaicML's name for dataset[idx]."""
-        return self[idx]
 
     def _mosaic_warnings(self):
         """The UserWarnings MosaicML gives for these arguments."""
@@ -510,6 +518,14 @@ class StreamingDataset(_layout.Layout, _Base):
         if obj.get("initial_physical_nodes") is not None:
             st["initial_physical_nodes"] = int(obj["initial_physical_nodes"])
         self._resume = st
+
+
+def routes_items(ds, cls):
+    """Whether ds's class overrides __getitem__ or get_item (cls is
+    StreamingDataset): MosaicML's iteration yields ds[i] for every sample,
+    which calls get_item, so iteration must go through them."""
+    t = type(ds)
+    return t.__getitem__ is not cls.__getitem__ or t.get_item is not cls.get_item
 
 
 def _sample_index(idx):

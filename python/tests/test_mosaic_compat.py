@@ -1,5 +1,5 @@
 """MosaicML behaviours a migrating user relies on: a subclass's
-__getitem__ used while iterating (in DataLoader workers too), dataset[list /
+__getitem__ or get_item used while iterating (in DataLoader workers too), dataset[list /
 ndarray / slice], num_shards, pkl columns refused without
 allow_unsafe_types, and a dataset dropped and rebuilt on the same local."""
 
@@ -24,6 +24,15 @@ class Doubled(sluice.StreamingDataset):
     def __getitem__(self, idx):
         s = super().__getitem__(idx)
         return {"id": s["id"], "twice": 2 * s["id"], "at": idx}
+
+
+class PlusGetItem(sluice.StreamingDataset):
+    # MosaicML's Array.__getitem__ calls get_item, and its iteration
+    # yields self[i]: overriding get_item alone changes both.
+    def get_item(self, idx, retry=7):
+        s = super().get_item(idx)
+        s["plus"] = int(s["id"]) + 1000
+        return s
 
 
 @unittest.skipIf(torch is None, "torch missing")
@@ -51,6 +60,33 @@ class CompatTest(helpers.AgentCase):
                 self.assertEqual(sorted(seen), list(range(60)))
                 del loader, ds
                 gc.collect()
+
+    def test_subclass_get_item(self):
+        ds = PlusGetItem(remote=self.remote, local=self.local("getitem"), batch_size=4)
+        self.assertEqual(ds[3]["plus"], 1003)
+        self.assertEqual([s["plus"] for s in ds[[-1, 0]]], [1059, 1000])
+        self.assertEqual(sorted(int(s["plus"]) for s in ds), list(range(1000, 1060)))
+        # Every way a loader reads: the threaded feed, worker processes,
+        # the shared-memory feed (SLUICE_SHM=on), in the training process.
+        for shm, feed, workers in (("auto", "auto", 0), ("auto", "threads", 2), ("auto", "workers", 2),
+                                   ("on", "threads", 2), ("on", "workers", 2)):
+            with self.subTest(shm=shm, feed=feed, workers=workers):
+                old = {k: os.environ.get(k) for k in ("SLUICE_FEED", "SLUICE_SHM")}
+                os.environ.update(SLUICE_FEED=feed, SLUICE_SHM=shm)
+                try:
+                    loader = sluice.StreamingDataLoader(ds, batch_size=4, num_workers=workers)
+                    seen = []
+                    for b in loader:
+                        self.assertEqual([int(x) for x in b["plus"]], [int(x) + 1000 for x in b["id"]])
+                        seen += [int(x) for x in b["id"]]
+                    self.assertEqual(sorted(seen), list(range(60)))
+                    del loader
+                finally:
+                    for k, v in old.items():
+                        if v is None:
+                            os.environ.pop(k, None)
+                        else:
+                            os.environ[k] = v
 
     def test_getitem_many_and_num_shards(self):
         ds = sluice.StreamingDataset(remote=self.remote, local=self.local("many"), batch_size=4)
