@@ -115,8 +115,13 @@ class StreamingDataset(_layout.Layout, _Base):
             raise ValueError("sampling_granularity must be > 0")
         if replication is not None and replication < 1:
             raise ValueError("replication must be >= 1")
-        if batch_size is not None and batch_size < 1:
-            raise ValueError("batch_size must be >= 1")
+        if batch_size is not None:
+            # MosaicML needs an int too (it raises ValueError at iteration).
+            if isinstance(batch_size, (bool, float, str)) or not hasattr(batch_size, "__index__"):
+                raise ValueError("batch_size must be an int (the DataLoader's batch_size), got %r" % (batch_size,))
+            batch_size = int(batch_size)
+            if batch_size < 1:
+                raise ValueError("batch_size must be >= 1")
         if shuffle_algo == "py1b":
             warnings.warn("The 'py1b' shuffle algorithm will soon be deprecated (MosaicML): use 'py1br', "
                           "which gives the same kind of shuffle faster", DeprecationWarning, stacklevel=2)
@@ -171,7 +176,9 @@ class StreamingDataset(_layout.Layout, _Base):
             "replication": replication,
             "order_admissions": self.order_admissions or None,
         }
-        self._wire = {k: v for k, v in wire.items() if v is not None}
+        # numpy integers (a config's values) travel as ints, as MosaicML
+        # takes them in its arithmetic.
+        self._wire = {k: _plain(v) for k, v in wire.items() if v is not None}
         # As MosaicML: remote/local make one Stream, and every Stream holds
         # the dataset's download settings where it was given none.
         if self.streams is None:
@@ -526,6 +533,16 @@ def routes_items(ds, cls):
     which calls get_item, so iteration must go through them."""
     t = type(ds)
     return t.__getitem__ is not cls.__getitem__ or t.get_item is not cls.get_item
+
+
+def _plain(v):
+    """v with numpy integer and float scalars made Python's (JSON cannot
+    encode them)."""
+    if isinstance(v, (bool, int, float, str, list, dict)) or v is None:
+        return v
+    if hasattr(v, "dtype") and getattr(v, "ndim", 1) == 0:
+        return v.item()
+    return v
 
 
 def _sample_index(idx):

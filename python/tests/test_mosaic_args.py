@@ -46,6 +46,21 @@ class MosaicArgsTest(helpers.AgentCase):
         ds = sluice.StreamingDataset(remote=self.remote, local=self.local(), download_retry=0, batch_size=4)
         self.assertEqual(len(ds), 60)
 
+    def test_batch_size_must_be_an_int(self):
+        # MosaicML raises ValueError for a batch_size that is not an int;
+        # Sluice says so when the dataset is built (a bool too, which
+        # MosaicML would take as 1).
+        for bad in ("4", 4.0, True):
+            with self.subTest(batch_size=bad):
+                with self.assertRaisesRegex(ValueError, "batch_size must be an int"):
+                    sluice.StreamingDataset(remote=self.remote, local=self.local(), batch_size=bad)
+        # numpy integers, as a config may give them, are ints.
+        ds = sluice.StreamingDataset(remote=self.remote, local=self.local(), batch_size=np.int64(4),
+                                     shuffle=True, shuffle_seed=np.int64(5), num_canonical_nodes=np.int32(1),
+                                     predownload=np.int64(8), sampling_granularity=np.int64(1))
+        self.assertEqual(ds.batch_size, 4)
+        self.assertEqual(sorted(int(s["id"]) for s in ds), list(range(60)))
+
     def test_streams_or_remote_by_truth_value(self):
         # MosaicML's rule is bool(streams) == (bool(remote) or bool(local)):
         # an empty streams list beside a remote reads the remote, and empty
