@@ -21,6 +21,7 @@ from .errors import (
     SluiceError,
 )
 from .images import DecodeImage
+from .local import LocalDataset
 
 from ._version import __version__
 from .wds import WebDataset, WebLoader
@@ -42,6 +43,7 @@ __all__ = [
     "EncodedTensor",
     "DatasetNotFoundError",
     "InvalidArgumentError",
+    "LocalDataset",
     "PermissionDeniedError",
     "PickleBytes",
     "ProtocolError",

@@ -329,16 +329,7 @@ class StreamingDataset(_layout.Layout, _Base):
         return len(self._info["shard_samples"])
 
     def __getitem__(self, idx):
-        if isinstance(idx, slice):
-            return [self[i] for i in range(*idx.indices(self.num_samples))]
-        if isinstance(idx, (list, tuple)) or (hasattr(idx, "ndim") and getattr(idx, "ndim", 0) >= 1):
-            return [self[i] for i in idx]
-        idx = _sample_index(idx)
-        if -self.num_samples <= idx < 0:
-            idx += self.num_samples
-        # As MosaicML's Array.__getitem__: through get_item, so that a
-        # subclass overriding either sees every sample.
-        return self.get_item(idx)
+        return getitem(self, idx)
 
     def get_item(self, idx, retry=7):
         """Sample idx of the whole dataset (MosaicML's get_item; ds[idx]
@@ -525,6 +516,21 @@ class StreamingDataset(_layout.Layout, _Base):
         if obj.get("initial_physical_nodes") is not None:
             st["initial_physical_nodes"] = int(obj["initial_physical_nodes"])
         self._resume = st
+
+
+def getitem(ds, idx):
+    """ds[idx] as MosaicML's Array.__getitem__: an integer through
+    ds.get_item (negative from the end), so that a subclass overriding
+    either sees every sample; a slice (Python's rules), a list or an array
+    (nested too) as lists of samples."""
+    if isinstance(idx, slice):
+        return [ds[i] for i in range(*idx.indices(ds.num_samples))]
+    if isinstance(idx, (list, tuple)) or (hasattr(idx, "ndim") and getattr(idx, "ndim", 0) >= 1):
+        return [ds[i] for i in idx]
+    idx = _sample_index(idx)
+    if -ds.num_samples <= idx < 0:
+        idx += ds.num_samples
+    return ds.get_item(idx)
 
 
 def routes_items(ds, cls):

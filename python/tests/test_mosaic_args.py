@@ -167,6 +167,26 @@ class MosaicArgsTest(helpers.AgentCase):
         # first dataset's defaults the Stream holds.
         self.assertEqual(ds._wire["streams"], [{"remote": self.remote, "local": s.local, "download_retry": 5}])
 
+    def test_local_dataset(self):
+        # MosaicML's `from streaming import LocalDataset`: a map-style
+        # dataset over shards on local disk, for any sampler.
+        root = os.path.join(self.tmp, "localds")
+        helpers.write_ids(os.path.join(root, "train"), 60, size_limit=400)
+        ds = sluice.LocalDataset(root, split="train")
+        self.assertIsInstance(ds, torch.utils.data.Dataset)
+        self.assertNotIsInstance(ds, torch.utils.data.IterableDataset)
+        self.assertEqual((len(ds), ds.size, ds.num_samples, ds.split), (60, 60, 60, "train"))
+        self.assertEqual((ds[5]["id"], ds[-1]["id"], ds.get_item(7)["id"]), (5, 59, 7))
+        self.assertEqual([s["id"] for s in ds[[3, 1]]], [3, 1])
+        with self.assertRaises(IndexError):
+            ds[60]
+        loader = torch.utils.data.DataLoader(ds, batch_size=8, shuffle=True, num_workers=2)
+        seen = [int(x) for b in loader for x in b["id"]]
+        self.assertEqual(sorted(seen), list(range(60)))
+        self.assertNotEqual(seen, list(range(60)))  # the sampler's order
+        with self.assertRaises(FileNotFoundError):
+            sluice.LocalDataset(os.path.join(self.tmp, "no-such-dataset"))
+
     def test_next_epoch(self):
         ds = sluice.StreamingDataset(remote=self.remote, local=self.local(), batch_size=4)
         self.assertEqual(ds.next_epoch, 0)
