@@ -276,6 +276,9 @@ func (nd *node) read(c *chain) {
 		nd.moveTo(c.origin, cs.runPos, c.t)
 		nd.flush()
 	}
+	if nd.slotted() {
+		nd.awaitQueued(sh)
+	}
 	c.t = math.Max(c.t, nd.waitFor(c, sh))
 	if !nd.ordered() {
 		nd.clock++

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"sort"
 
 	"github.com/sluicedata/sluice/stream/prefetch"
@@ -34,10 +35,15 @@ type consumer struct {
 	// Iterator's runPos, from which it reports its next uses to the
 	// cache; pos follows once the shard is there).
 	runPos      int64
-	cur         int  // the shard it read last (-1: none)
-	prefetching int  // prefetches in flight
-	out         bool // first sample delivered
-	firstShard  int  // shard of its first sample (-1: none)
+	cur         int // the shard it read last (-1: none)
+	prefetching int // prefetches in flight (on the link), one slot each
+	// queue holds, under a cache limit without turns, the shards its walk
+	// admitted that wait for a fetch slot, in admission order (stream's
+	// fetchSlots): queue[qhead:].
+	queue      []int32
+	qhead      int
+	out        bool // first sample delivered
+	firstShard int  // shard of its first sample (-1: none)
 	// pins are the shards its walk fetched that it has not leased yet,
 	// where the workers take turns (node.pinned).
 	pins []int32
@@ -103,6 +109,7 @@ func (nd *node) newConsumers() {
 		cs.walk.Reset()
 		cs.locals = cs.locals[:0]
 		cs.hint, cs.runHint, cs.pos, cs.runPos, cs.cur, cs.prefetching, cs.out, cs.firstShard = 0, 0, 0, 0, -1, 0, false, -1
+		cs.queue, cs.qhead = cs.queue[:0], 0
 		var n int64
 		for s := cs.first; s < steps; s += stride {
 			from, to := nd.part(s, cs.rank)
@@ -193,11 +200,57 @@ func (cs *consumer) shardAtHint(p int64, hint, runHint *int) (int, int64, bool) 
 func (cs *consumer) Present(shard int) bool { return cs.nd.state[shard] != absent }
 
 // Stop implements prefetch.Plan: every fetch slot of the consumer is busy.
-// Where the workers take turns the slots do not bound the walk (as in
-// stream's): what it admits in a turn must not depend on how many of its
-// downloads are still running.
+// Where the workers take turns or under a cache limit the slots do not
+// bound the walk (as in stream's): what it admits must not depend on how
+// many of its downloads are still running (under a limit they bound the
+// downloads: slotted).
 func (cs *consumer) Stop() bool {
-	return !cs.nd.turns && cs.prefetching >= cs.nd.c.concurrency()
+	return !cs.nd.turns && cs.nd.limit == 0 && cs.prefetching >= cs.nd.c.concurrency()
+}
+
+// slotted reports whether the fetch slots bound the downloads the walks
+// admitted rather than the walks (stream's fetchSlots): under a cache
+// limit, without turns (taking turns, nothing bounds a turn's downloads).
+func (nd *node) slotted() bool { return nd.limit > 0 && !nd.turns }
+
+// startQueued puts consumer ci's admitted fetches on their way at t, in
+// admission order, while it has a slot free.
+func (nd *node) startQueued(ci int, t float64) {
+	cs := &nd.cons[ci]
+	for cs.qhead < len(cs.queue) && cs.prefetching < nd.c.concurrency() {
+		sh := int(cs.queue[cs.qhead])
+		cs.qhead++
+		nd.pending = append(nd.pending, pend{shard: sh, t: t, origin: int32(ci)})
+		nd.owners[sh] = append(nd.owners[sh], int32(ci))
+		cs.prefetching++
+	}
+	if cs.qhead == len(cs.queue) {
+		cs.queue, cs.qhead = cs.queue[:0], 0
+	}
+}
+
+// awaitQueued plays the completions until shard, which a consumer waits
+// for, is on the link: a fetch still waiting for its walk's slot starts
+// when a download of that walk ends (its slots hold the shards before it
+// in the walk's order, which the consumer read first).
+func (nd *node) awaitQueued(shard int) {
+	for nd.flush(); nd.state[shard] == inFlight && math.IsInf(nd.arr[shard].done, 1) && len(nd.events) > 0; nd.flush() {
+		ev := nd.events.pop()
+		nd.complete(int(ev.shard), ev.at)
+	}
+}
+
+// openQueues starts every queued fetch at t: the iterators ended (stream's
+// fetchSlots.openAll).
+func (nd *node) openQueues(t float64) {
+	for ci := range nd.cons {
+		cs := &nd.cons[ci]
+		for _, sh := range cs.queue[cs.qhead:] {
+			nd.pending = append(nd.pending, pend{shard: int(sh), t: t, origin: int32(ci)})
+		}
+		cs.queue, cs.qhead = cs.queue[:0], 0
+	}
+	nd.flush()
 }
 
 // moveTo moves the consumer's walk to local position p, where the run of
@@ -254,6 +307,13 @@ func (nd *node) pump(ci int, t float64) {
 			}
 			if nd.c.onPrefetch != nil {
 				nd.c.onPrefetch(nd, ci, at, sh)
+			}
+			if nd.slotted() && cs.prefetching >= nd.c.concurrency() {
+				// Admitted, its download waits for a slot.
+				nd.admitFetch(sh, false)
+				cs.queue = append(cs.queue, int32(sh))
+				cs.walk.Fetched(at)
+				continue
 			}
 			nd.fetch(sh, t, false, ci)
 			if nd.ordered() {

@@ -88,7 +88,7 @@ func (nd *node) transferEnd(t float64, b int64) float64 {
 func (nd *node) advance(t float64) {
 	for nd.flush(); len(nd.events) > 0 && nd.events[0].at <= t; nd.flush() {
 		ev := nd.events.pop()
-		nd.complete(int(ev.shard))
+		nd.complete(int(ev.shard), ev.at)
 		nd.pumpWoken(ev.at)
 	}
 	nd.pumpWoken(t)
@@ -109,13 +109,20 @@ func (nd *node) pumpWoken(t float64) {
 	}
 }
 
-func (nd *node) complete(shard int) {
+// complete ends shard's download at t.
+func (nd *node) complete(shard int, t float64) {
 	sh := &nd.shards[shard]
 	nd.state[shard] = present
 	nd.usage += sh.CachedBytes - sh.Footprint
 	for _, o := range nd.owners[shard] {
 		nd.cons[o].prefetching--
-		nd.wake = append(nd.wake, o)
+		if nd.slotted() {
+			// The freed slot starts the walk's next admitted fetch; the
+			// walk itself runs where its consumer moves.
+			nd.startQueued(int(o), t)
+		} else {
+			nd.wake = append(nd.wake, o)
+		}
 	}
 	nd.owners[shard] = nd.owners[shard][:0]
 	nd.demand[shard] = false
@@ -137,6 +144,13 @@ func (nd *node) complete(shard int) {
 // fetch starts a download of shard at t for consumer origin. Its
 // completion time is set by flush.
 func (nd *node) fetch(shard int, t float64, demand bool, origin int) {
+	nd.admitFetch(shard, demand)
+	nd.pending = append(nd.pending, pend{shard: shard, t: t, origin: int32(origin)})
+}
+
+// admitFetch counts the download of shard (its room is reserved) without
+// putting it on the link: its completion is unknown until flush.
+func (nd *node) admitFetch(shard int, demand bool) {
 	sh := &nd.shards[shard]
 	nd.state[shard] = inFlight
 	nd.demand[shard] = demand
@@ -146,7 +160,6 @@ func (nd *node) fetch(shard int, t float64, demand bool, origin int) {
 	nd.bytes += sh.StoredBytes
 	nd.requests += sh.requests()
 	nd.downloads += int64(sh.Files)
-	nd.pending = append(nd.pending, pend{shard: shard, t: t, origin: int32(origin)})
 }
 
 // flush puts the pending fetches on the link, in the order they were
@@ -217,7 +230,7 @@ func (nd *node) demandFetch(sh int, t float64, origin int) {
 	n := nd.shards[sh].Footprint
 	for nd.flush(); !nd.reserve(n, 0, true) && len(nd.events) > 0; nd.flush() {
 		ev := nd.events.pop()
-		nd.complete(int(ev.shard))
+		nd.complete(int(ev.shard), ev.at)
 		t = math.Max(t, ev.at)
 	}
 	if nd.limit > 0 && nd.usage+n > nd.limit {

@@ -205,6 +205,7 @@ func Run(ctx context.Context, c *Config) (*Report, error) {
 		}
 		for _, nd := range nodes {
 			nd.release(-1)
+			nd.openQueues(t) // the epoch's iterators end
 		}
 	}
 	rep.WallS = t - start

@@ -343,7 +343,7 @@ func (it *Iterator) planKnown() error {
 	select {
 	case <-it.mapped:
 	case <-it.ctx.Done():
-		return fmt.Errorf("waiting for the plan of worker %d: %w", it.turns.who, it.ctx.Err())
+		return fmt.Errorf("waiting for the consumer's plan: %w", it.ctx.Err())
 	}
 	if it.mapErr != nil {
 		return it.mapErr

@@ -85,6 +85,24 @@ func lazyPlanStore(t *testing.T, samples, payload int, sizeLimit int64) storage.
 	return mb
 }
 
+// openCounted opens the validation's setting over mb, its GETs counted
+// (each answered after 20 ms): batches of 10, py1s shuffled with seed 7,
+// 2 fetch slots, the cache limit, the workers taking turns or not.
+func openCounted(ctx context.Context, t *testing.T, mb storage.Bucket, limit int64, ordered bool) (*Dataset, *getCounter) {
+	t.Helper()
+	gc := &getCounter{Bucket: mb, latency: 20 * time.Millisecond, gets: map[string]int{}}
+	reg := &storage.Registry{}
+	reg.Register("mem", func(context.Context, *url.URL) (storage.Bucket, error) { return gc, nil })
+	seed := int64(7)
+	ds, err := Open(ctx, &Options{Remote: "mem://data", Local: t.TempDir(), Registry: reg,
+		BatchSize: 10, Shuffle: true, ShuffleAlgo: plan.AlgoPy1s, ShuffleSeed: &seed, CacheLimit: limit,
+		PrefetchConcurrency: 2, OrderAdmissions: ordered})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds, gc
+}
+
 // lazyPlanRun reads one epoch of a rank's workers taking turns, each on
 // its own goroutine, and returns the GETs per object. The mapping of each
 // worker's plan past its first batch is delayed by delay; with a negative
@@ -93,16 +111,7 @@ func lazyPlanRun(t *testing.T, mb storage.Bucket, workers int, delay time.Durati
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	gc := &getCounter{Bucket: mb, latency: 20 * time.Millisecond, gets: map[string]int{}}
-	reg := &storage.Registry{}
-	reg.Register("mem", func(context.Context, *url.URL) (storage.Bucket, error) { return gc, nil })
-	seed := int64(7)
-	ds, err := Open(ctx, &Options{Remote: "mem://data", Local: t.TempDir(), Registry: reg,
-		BatchSize: 10, Shuffle: true, ShuffleAlgo: plan.AlgoPy1s, ShuffleSeed: &seed, CacheLimit: 800_000,
-		PrefetchConcurrency: 2, OrderAdmissions: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ds, gc := openCounted(ctx, t, mb, 800_000, true)
 	defer ds.Close()
 	if delay > 0 {
 		ds.workerGroup().beforeMap = func() { time.Sleep(delay) }

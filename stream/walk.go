@@ -42,14 +42,17 @@ func (it *Iterator) NextUses(fn func(d *cache.Dataset, shard int, distance int64
 // for lack of space (everything else is needed sooner) is retried when the
 // consumer moves on.
 //
-// The walk is advanced by whoever frees a download slot or moves the
-// consumer: the consumer's own goroutine when it moves (walk), this
-// goroutine when a lazy plan's IDs come into view, and each fetch itself,
-// on its own goroutine, once its bytes are written (PrefetchFunc). The
-// next download thus starts without any goroutine waking up first. With
-// a loop that alone started downloads, woken when a slot freed, a traced
-// BenchmarkColdS3 at load ~10 showed 2-8 ms between a download's end and
-// the next one's start, of 10-25 ms per 4 MB shard.
+// Without a cache limit the walk is advanced by whoever frees a download
+// slot or moves the consumer: the consumer's own goroutine when it moves
+// (walk), this goroutine when a lazy plan's IDs come into view, and each
+// fetch itself, on its own goroutine, once its bytes are written
+// (PrefetchFunc). The next download thus starts without any goroutine
+// waking up first. With a loop that alone started downloads, woken when a
+// slot freed, a traced BenchmarkColdS3 at load ~10 showed 2-8 ms between a
+// download's end and the next one's start, of 10-25 ms per 4 MB shard.
+// Under a limit the walk runs where the consumer moves alone, and the
+// slots bound its downloads, not the walk (fetchSlots): a download's end
+// starts the next one admitted.
 func (it *Iterator) prefetch(ctx context.Context) {
 	pf := it.pf
 	defer func() {
@@ -57,6 +60,9 @@ func (it *Iterator) prefetch(ctx context.Context) {
 		pf.stopped = true
 		it.noteAhead(-int64(pf.w.Ahead()))
 		pf.mu.Unlock()
+		if pf.slots != nil {
+			pf.slots.openAll()
+		}
 	}()
 	for {
 		select {
@@ -64,8 +70,10 @@ func (it *Iterator) prefetch(ctx context.Context) {
 			return
 		case <-it.progress: // a lazy plan's remaining IDs are in view
 		}
-		if it.turns != nil {
-			continue // taking turns, the walk runs in the turns alone
+		if it.turns != nil || pf.slots != nil {
+			// Taking turns, the walk runs in the turns alone; under a
+			// limit, where the consumer moves (see walk).
+			continue
 		}
 		pf.moved.Store(true)
 		pf.kick()
@@ -80,6 +88,9 @@ func (it *Iterator) newPrefetcher(ctx context.Context) *prefetcher {
 	}
 	pf := &prefetcher{it: it, ctx: ctx, conc: int64(conc),
 		w: prefetch.New(int64(it.d.opts.predownload()))}
+	if it.turns == nil && it.d.cache.Limit() > 0 {
+		pf.slots = newFetchSlots(int64(conc))
+	}
 	pf.wp.it = it
 	pf.wp.retryAt.Store(-1)
 	return pf
@@ -117,6 +128,15 @@ func (it *Iterator) walk(moved bool) {
 		pf.kick()
 		return
 	}
+	if it.out.Load() && it.turns == nil {
+		// Past the first sample the walk reads the plan beyond the
+		// first batch: a lazy plan's mapping is waited for (microseconds
+		// after the first sample, which it does not delay), not walked
+		// over when it ends, a time the plan does not set.
+		if err := it.planKnown(); err != nil {
+			return // Next reports it (more)
+		}
+	}
 	pf.mu.Lock()
 	pf.again.Store(false)
 	pf.walkLocked()
@@ -137,6 +157,10 @@ type prefetcher struct {
 	// moved is set when the consumer moves: the next walk retries a
 	// refused fetch (a walk after a fetch's end leaves it refused).
 	moved atomic.Bool
+
+	// slots, under a cache limit and without turns, bound the walk's
+	// downloads in place of inflight (fetchSlots).
+	slots *fetchSlots
 
 	mu      sync.Mutex
 	w       *prefetch.Walk
@@ -183,10 +207,12 @@ func (pf *prefetcher) walkLocked() {
 		budget = prefetch.FirstBudget(budget)
 		n = prefetch.FirstEnd(wp, it.from.Load(), n)
 	}
-	// Taking turns, what the walk admits in a turn must not depend on how
-	// many of the worker's downloads are still running (timing): the
-	// fetch slots do not bound it there, the budget and window do.
-	for it.turns != nil || pf.inflight.Load() < pf.conc {
+	// Taking turns or under a limit, what the walk admits must not
+	// depend on how many of the consumer's downloads are still running
+	// (timing): the fetch slots do not bound it there, the budget and
+	// window do (under a limit the slots bound the downloads:
+	// fetchSlots).
+	for it.turns != nil || pf.slots != nil || pf.inflight.Load() < pf.conc {
 		at, shard, ok := w.Next(wp, pos, n, budget)
 		if !ok {
 			return
@@ -201,9 +227,18 @@ func (pf *prefetcher) walkLocked() {
 			// this worker's turn leases it (cache.Pinner).
 			it.turns.pin(st.cds, ref.local)
 		}
+		via := st.bucket
+		var tk *slotTicket
+		if pf.slots != nil {
+			tk = pf.slots.ticket()
+			via = slotBucket{Bucket: st.bucket, t: tk}
+		}
 		// The callback runs on the fetch's goroutine (or here, at once,
 		// for a shard whose bytes are written already).
-		st.cds.Via(st.bucket).PrefetchFunc(ref.local, at-pos, func(err error) {
+		st.cds.Via(via).PrefetchFunc(ref.local, at-pos, func(err error) {
+			if tk != nil {
+				tk.release()
+			}
 			if err != nil && it.turns != nil {
 				it.turns.unpin(st.cds, ref.local, false)
 			}
@@ -217,9 +252,10 @@ func (pf *prefetcher) walkLocked() {
 				}
 			}
 			pf.inflight.Add(-1)
-			if it.turns == nil {
-				// (Taking turns, the walk runs in the turns alone: a
-				// fetch's end comes at a time the order does not set.)
+			if it.turns == nil && tk == nil {
+				// (Taking turns, the walk runs in the turns alone, and
+				// under a limit where the consumer moves: a fetch's end
+				// comes at a time the plan does not set.)
 				pf.kick()
 			}
 		})
