@@ -27,11 +27,17 @@ import (
 // time (this process: agent and client) a sample and the samples a reply
 // carries, and checks each epoch's count, the sum of its sample IDs and
 // each record's ID.
+//
+// limited-map/ asks for the records copied ahead under the limit in
+// memory files it maps (agentapi.Next.MapCopies) rather than inline.
 func BenchmarkAgentWarmShuffled(b *testing.B) {
-	limits := []struct{ name, limit string }{{"cached", ""}, {"limited", "1gb"}}
+	limits := []struct {
+		name, limit string
+		mapCopies   bool
+	}{{"cached", "", false}, {"limited", "1gb", false}, {"limited-map", "1gb", true}}
 	for _, c := range limits {
 		b.Run(c.name, func(b *testing.B) {
-			benchWarmShuffled(b, startAgentShards(b, 200_000, 64<<10, nil), 200_000, c.limit, false)
+			benchWarmShuffled(b, startAgentShards(b, 200_000, 64<<10, nil), 200_000, c.limit, false, c.mapCopies)
 		})
 	}
 	b.Run("100KB", func(b *testing.B) {
@@ -41,7 +47,7 @@ func BenchmarkAgentWarmShuffled(b *testing.B) {
 				h := startAgentShards(b, 1, 1<<10, nil)
 				h.remote = b.TempDir()
 				writePayloadDataset(b, h.remote, n, 100_000, 4<<20)
-				benchWarmShuffled(b, h, n, c.limit, true)
+				benchWarmShuffled(b, h, n, c.limit, true, c.mapCopies)
 			})
 		}
 	})
@@ -50,8 +56,8 @@ func BenchmarkAgentWarmShuffled(b *testing.B) {
 // benchWarmShuffled runs BenchmarkAgentWarmShuffled's epochs of n samples
 // over h's dataset under limit ("": none); payload says the records hold
 // an id and a bytes column (writePayloadDataset), else an id and a text
-// (writeDataset).
-func benchWarmShuffled(b *testing.B, h *harness, n int64, limit string, payload bool) {
+// (writeDataset); mapCopies asks for copies in memory files.
+func benchWarmShuffled(b *testing.B, h *harness, n int64, limit string, payload, mapCopies bool) {
 	ctx := context.Background()
 	cl, err := agentapi.Dial(ctx, h.sock, nil)
 	if err != nil {
@@ -81,7 +87,7 @@ func benchWarmShuffled(b *testing.B, h *harness, n int64, limit string, payload 
 		var rel []int64
 		var count, sum int64
 		for {
-			r, err := cl.Next(ctx, agentapi.Next{Iter: it.Iter, Max: 512, Release: rel})
+			r, err := cl.Next(ctx, agentapi.Next{Iter: it.Iter, Max: 512, Release: rel, MapCopies: mapCopies})
 			replies++
 			if err != nil {
 				b.Fatal(err)

@@ -48,6 +48,9 @@ type conn struct {
 	// scratch is reply's buffer for small inline records, reused by the
 	// next reply once the one that carried it is written.
 	scratch []byte
+	// mappers are the memory files of mapped copies (iteration_map.go)
+	// of ended iterations, for the next ones (guarded by mu).
+	mappers []*mapper
 }
 
 // leased is a batch whose locations the client has not released yet.
@@ -489,6 +492,9 @@ func (c *conn) next(ctx context.Context, req agentapi.Next) (any, []byte, error)
 	if req.WaitMS > 0 {
 		wait = min(wait, time.Duration(req.WaitMS)*time.Millisecond)
 	}
+	if req.MapCopies && it.mapped.Load() == nil {
+		it.mapped.Store(c.mapper())
+	}
 	locs, done, err := it.take(ctx, n, wait)
 	if err != nil {
 		return nil, nil, err
@@ -548,6 +554,9 @@ func (c *conn) endIter(id int) {
 	for _, b := range drop {
 		releaseLocs(b.locs)
 	}
+	if ok {
+		c.putMapper(it.mapped.Load())
+	}
 }
 
 // releaseAll drops everything the connection held.
@@ -564,6 +573,12 @@ func (c *conn) releaseAll() {
 	}
 	c.feedEndAll()
 	c.tarSeqEndAll()
+	for _, it := range iters {
+		if m := it.mapped.Load(); m != nil {
+			m.close()
+		}
+	}
+	c.closeMappers()
 	for _, h := range handles {
 		c.a.releaseJob(h.job)
 		c.a.releaseDataset(h.ds)

@@ -32,7 +32,13 @@ const scratchKeep = 16 << 20
 // are done with them (c.written).
 func (c *conn) reply(iter int, locs []location, done bool, inlineMax int) (any, []byte, error) {
 	b := agentapi.Batch{Op: agentapi.OpBatch, N: len(locs), Done: done}
-	refs := map[int]uint32{}
+	// A shard's leased and inline records share its entry in Shards;
+	// its records copied into a memory file are listed with that file.
+	type shardKey struct {
+		shard int
+		file  string
+	}
+	refs := map[shardKey]uint32{}
 	body := make([]byte, 0, len(locs)*agentapi.EntrySize)
 	// The scratch buffer holds the small inline records: sized first so
 	// that the pieces sliced from it never move.
@@ -82,10 +88,14 @@ func (c *conn) reply(iter int, locs []location, done bool, inlineMax int) (any, 
 	}
 	for i, l := range locs {
 		e := agentapi.Entry{Sample: l.sample, Length: uint32(l.length)}
-		ref, ok := refs[l.shard]
+		key := shardKey{shard: l.shard}
+		if l.mapped {
+			key.file = l.path
+		}
+		ref, ok := refs[key]
 		if !ok {
 			ref = uint32(len(b.Shards))
-			refs[l.shard] = ref
+			refs[key] = ref
 			b.Shards = append(b.Shards, agentapi.BatchShard{Shard: l.shard, Size: l.size})
 		}
 		switch {

@@ -30,6 +30,10 @@ type location struct {
 	// blk is the block rec was cut from (iteration_ahead.go): a reply
 	// that wrote rec calls its done.
 	blk *copyBlock
+	// mapped says the location is a copy in a memory file
+	// (iteration_map.go): path, size and offset name it there, and
+	// release drops the copy.
+	mapped bool
 	// release drops the lease; it must be called exactly once.
 	release func()
 }
@@ -44,8 +48,13 @@ type iteration struct {
 	cancel context.CancelFunc
 	// taken is signalled (without blocking) each time take dequeues.
 	taken chan struct{}
-	// copied counts the bytes of copied records (location.rec) in ch.
+	// copied counts the bytes of copied records (location.rec, or
+	// mapped) in ch.
 	copied atomic.Int64
+	// mapped is the memory file copies are written to once the client
+	// asked to map them (agentapi.Next.MapCopies, iteration_map.go); the
+	// connection set it and takes it back when the iteration ends.
+	mapped atomic.Pointer[mapper]
 	// takenN counts the locations taken by takes that have returned: the
 	// producer starts a leased run only once every earlier one is taken
 	// so, never while a take is draining the buffer, so that one reply
@@ -136,17 +145,19 @@ func (it *iteration) take(ctx context.Context, n int, wait time.Duration) ([]loc
 		signal()
 	}()
 	// Copied records are counted out of the buffer as they leave it, and a
-	// reply carries at most about copyBudget bytes of them.
+	// reply carries at most about copyBudget bytes of them (mapBudget
+	// when they are mapped).
 	var copied int64
 	count := func(l location) {
-		if l.rec != nil {
-			copied += int64(len(l.rec))
-			it.copied.Add(-int64(len(l.rec)))
+		if l.rec != nil || l.mapped {
+			copied += l.length
+			it.copied.Add(-l.length)
 		}
 	}
 	count(out[0])
 	yielded := false
-	for len(out) < n && copied < copyBudget {
+	budget := it.budget()
+	for len(out) < n && copied < budget {
 		select {
 		case l := <-it.ch:
 			count(l)
@@ -164,6 +175,16 @@ func (it *iteration) take(ctx context.Context, n int, wait time.Duration) ([]loc
 		runtime.Gosched()
 	}
 	return out, false, nil
+}
+
+// budget bounds the bytes of copies the iteration buffers and a reply
+// carries: copyBudget, or mapBudget once its copies are mapped
+// (iteration_map.go).
+func (it *iteration) budget() int64 {
+	if it.mapped.Load() != nil {
+		return mapBudget
+	}
+	return copyBudget
 }
 
 // stop ends the producer and releases every location it had buffered.

@@ -125,7 +125,7 @@ func (p *producer) advance(ctx context.Context, sit *stream.Iterator) bool {
 		return true
 	}
 	for {
-		if p.untaken() < p.ahead || (p.copy && p.it.copied.Load() < copyBudget && sit.NextLocal()) {
+		if p.untaken() < p.ahead || (p.copy && p.it.copied.Load() < p.it.budget() && sit.NextLocal()) {
 			return true
 		}
 		select {
@@ -164,8 +164,17 @@ func (p *producer) push(ctx context.Context, sit *stream.Iterator) bool {
 			p.run = shard
 			return p.pushLeased(ctx, sit, shard)
 		}
-		if rec := sit.Record(); p.copy && len(rec) <= copyMax && p.it.copied.Load()+int64(len(rec)) <= copyBudget {
-			return p.pushCopy(ctx, sit, shard, rec)
+		rec := sit.Record()
+		if p.copy && len(rec) <= copyMax {
+			copied := p.it.copied.Load() + int64(len(rec))
+			if m := p.it.mapped.Load(); m != nil && copied <= mapBudget {
+				if sent, ok := p.pushMapped(ctx, m, sit, shard, rec); ok {
+					return sent
+				}
+			}
+			if copied <= copyBudget {
+				return p.pushCopy(ctx, sit, shard, rec)
+			}
 		}
 		select {
 		case <-p.it.taken:

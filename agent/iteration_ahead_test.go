@@ -30,8 +30,10 @@ type reader struct {
 	leased  int // the most shards one reply leased (entries not inline)
 	done    bool
 	files   map[string][]byte
-	size    int // the records' text size (recordText); 0: "sample N"
-	inline  int // the requests' InlineMax
+	size    int  // the records' text size (recordText); 0: "sample N"
+	inline  int  // the requests' InlineMax
+	mapCopy bool // the requests' MapCopies
+	mapped  int  // records read from a memory file of copies (iteration_map.go)
 }
 
 func newReader(t *testing.T, c *agentapi.Client, iter, max int) *reader {
@@ -66,18 +68,22 @@ type recordCase struct {
 	n      int   // samples
 	cut    int64 // the shards' size limit
 	inline int   // the requests' InlineMax
+	// mapCopies asks for the copies in memory files (agentapi.Next.MapCopies).
+	mapCopies bool
 }
 
 var recordCases = []recordCase{
-	{"small", 0, 2000, 1 << 10, 0},
-	{"40KB", 40 << 10, 400, 1 << 20, 0},
-	{"mixed", -40 << 10, 600, 512 << 10, 64 << 10},
+	{"small", 0, 2000, 1 << 10, 0, false},
+	{"40KB", 40 << 10, 400, 1 << 20, 0, false},
+	{"mixed", -40 << 10, 600, 512 << 10, 64 << 10, false},
+	{"40KB mapped", 40 << 10, 400, 1 << 20, 0, true},
+	{"mixed mapped", -40 << 10, 600, 512 << 10, 16 << 10, true},
 }
 
 // reader is newReader for records of rc's size.
 func (rc recordCase) reader(t *testing.T, c *agentapi.Client, iter, max int) *reader {
 	r := newReader(t, c, iter, max)
-	r.size, r.inline = rc.size, rc.inline
+	r.size, r.inline, r.mapCopy = rc.size, rc.inline, rc.mapCopies
 	return r
 }
 
@@ -115,7 +121,7 @@ func writeRecords(t *testing.T, dir string, n, size int, sizeLimit int64) {
 // agent had none ready within its wait, or the iteration ended).
 func (r *reader) next() int {
 	r.t.Helper()
-	req := agentapi.Next{Iter: r.iter, Max: r.max, InlineMax: r.inline}
+	req := agentapi.Next{Iter: r.iter, Max: r.max, InlineMax: r.inline, MapCopies: r.mapCopy}
 	if r.prev != 0 {
 		req.Release = []int64{r.prev}
 	}
@@ -132,17 +138,26 @@ func (r *reader) next() int {
 		r.replies++
 	}
 	leased := map[uint32]bool{}
+	files := map[string][]byte{} // this reply's files, read once
 	for _, e := range b.Entries {
 		var rec []byte
 		if e.Ref&agentapi.InlineFlag != 0 {
 			rec = b.Inline[e.Offset : e.Offset+uint64(e.Length)]
 		} else {
-			leased[e.Ref] = true
 			p := b.Shards[e.Ref].Path
+			if isMappedCopies(p) {
+				r.mapped++
+			} else {
+				leased[e.Ref] = true
+			}
 			// Read while leased: the file may be evicted once released.
-			data, err := os.ReadFile(p)
-			if err != nil {
-				r.t.Fatalf("iteration %d, sample %d (%d taken, reply of %d with %d shards, batch %d): %v", r.iter, e.Sample, len(r.ids), len(b.Entries), len(b.Shards), b.ID, err)
+			data, ok := files[p]
+			if !ok {
+				var err error
+				if data, err = os.ReadFile(p); err != nil {
+					r.t.Fatalf("iteration %d, sample %d (%d taken, reply of %d with %d shards, batch %d): %v", r.iter, e.Sample, len(r.ids), len(b.Entries), len(b.Shards), b.ID, err)
+				}
+				files[p] = data
 			}
 			rec = data[e.Offset : e.Offset+uint64(e.Length)]
 		}
@@ -224,6 +239,9 @@ func TestLimitedShuffledRepliesCarryManySamples(t *testing.T) {
 					}
 					if r.leased > 1 {
 						t.Errorf("epoch %d: a reply leased %d shards, want at most 1", epoch, r.leased)
+					}
+					if rc.mapCopies && room == 0 && r.mapped == 0 {
+						t.Errorf("epoch %d: no record of %d read from a memory file of copies", epoch, len(r.ids))
 					}
 				}
 			})

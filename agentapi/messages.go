@@ -294,6 +294,14 @@ type Next struct {
 	WaitMS int `json:"wait_ms,omitempty"`
 	// Release lists batches the client is done with.
 	Release []int64 `json:"release,omitempty"`
+	// MapCopies asks for the records the agent copies ahead under a
+	// cache limit in memory files the reply lists as a shard's Path
+	// (with that shard's index, the file's Size), to be mapped and read
+	// as a leased shard's records, rather than inline. Such a file is
+	// never rewritten and its path never reused; it is unlinked once
+	// the batches carrying its records are released. Agents before
+	// this field send them inline.
+	MapCopies bool `json:"map_copies,omitempty"`
 }
 
 // BatchShard names a shard file a batch refers to.

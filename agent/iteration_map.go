@@ -1,0 +1,293 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluicedata/sluice/stream"
+)
+
+// Mapped copies: read-ahead copies a client maps instead of reading them
+// off the socket (agentapi.Next.MapCopies).
+//
+// A copied record sent inline crosses the socket: the kernel copies it
+// into the socket and again into the client's buffer. With 100 KB
+// records that was two thirds of what BenchmarkAgentWarmShuffled/100KB
+// spent under a limit beyond the cached path (per sample: the producer's
+// copy out of the shard ~18 µs, the socket's write ~11 µs and read ~12
+// µs, against the cached client's one copy out of its mapping, ~23 µs
+// cold). A client that asks for mapped copies gets them written into
+// memory files (tmpfs, /dev/shm) that the reply lists as a shard's file,
+// as it lists a leased shard: the client maps the file and reads the
+// record from the mapping, as it reads a leased record, and the socket
+// carries only the entries.
+//
+// The copies go into one memory file an iteration keeps, cut in blocks
+// that are reused: a block whose copies were all released (the client
+// released the batches carrying them, or they were still buffered when
+// the iteration ended) takes the next copies. So a copy's bytes are valid
+// until its batch is released, as a leased record's shard is held until
+// then, and a client that keeps a view of one past that must copy it
+// first. One file, listed in every reply that carries copies, stays
+// mapped in the client from one reply to the next: a file a block
+// (unmapped by the client when a reply no longer listed it) cost the
+// client's munmap and page faults again at every block, and files written
+// once and unlinked at release cost their pages' allocation and freeing
+// (50 µs a 100 KB record for the write, 16 µs for the unmap: worse than
+// the socket). The file's path is never reused (the agent's pid and the
+// iteration's random name), so a client that keeps a path mapped never
+// sees another file under it. The file is unmapped and unlinked when the
+// iteration stops.
+//
+// Bounds: an iteration's file holds mapLive blocks of mapChunk bytes (16
+// MiB of memory, mapped here); when no block is free, and wherever the
+// file cannot be created, the producer copies into its heap blocks as
+// before (copyBlock) and the reply carries those inline. So a client that
+// holds its batches and stops asking holds at most 16 MiB of an
+// iteration's memory, and no lease: a mapped copy holds none, as a heap
+// copy holds none.
+const (
+	// mapChunk is the size of a block.
+	mapChunk = 2 << 20
+	// mapLive is the number of blocks of an iteration's file.
+	mapLive = 8
+	// mapSize is the size of an iteration's file.
+	mapSize = mapLive * mapChunk
+	// mapBudget bounds the bytes of copies an iteration buffers, and
+	// those a reply carries, once they are mapped: a reply costs the
+	// client a round trip, and the socket carries no copy, so replies
+	// are larger than copyBudget's (~40 samples of 100 KB, not ~20).
+	// The buffer's copies and a reply's fit in the file's blocks with
+	// room for the producer's current block; a client that holds more
+	// batches makes the producer copy into the heap, under copyBudget.
+	mapBudget = 4 << 20
+	// mapPrefix starts the names of the files: mapPrefix, the agent's pid
+	// and the iteration's random name.
+	mapPrefix = "sluice-copies-"
+)
+
+// mapDir is where the files are created: a tmpfs on Linux.
+const mapDir = "/dev/shm"
+
+// mapBlock is a block of an iteration's memory file.
+type mapBlock struct {
+	base int          // its offset in the file
+	mem  []byte       // its bytes, mapped here
+	used int          // bytes written since it was last free; only the producer touches it
+	refs atomic.Int32 // copies not released yet, and 1 while the producer writes to it
+	free chan *mapBlock
+}
+
+// done drops one reference; the last makes the block free again.
+func (b *mapBlock) done() {
+	if b.refs.Add(-1) != 0 {
+		return
+	}
+	select {
+	case b.free <- b:
+	default: // cannot happen: free has room for every block
+	}
+}
+
+// mapper is an iteration's mapped copies: its producer writes them, and
+// stop closes it once the producer has exited.
+type mapper struct {
+	path   string // mapDir/mapPrefix<pid>-<random>
+	f      *os.File
+	mem    []byte // the file, mapped here
+	blocks int    // blocks handed out so far (at most mapLive)
+	free   chan *mapBlock
+	blk    *mapBlock // the block copies are written to now
+	off    bool      // the file could not be created: heap copies only
+}
+
+func newMapper() *mapper {
+	m := &mapper{path: filepath.Join(mapDir, fmt.Sprintf("%s%d-%016x", mapPrefix, os.Getpid(), rand.Uint64())),
+		free: make(chan *mapBlock, mapLive)}
+	f, err := os.OpenFile(m.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		m.off = true
+		return m
+	}
+	var mem []byte
+	if err = f.Truncate(mapSize); err == nil {
+		mem, err = unix.Mmap(int(f.Fd()), 0, mapSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(m.path)
+		m.off = true
+		return m
+	}
+	m.f, m.mem = f, mem
+	return m
+}
+
+// pushMapped sends a copy of the current sample's record, rec, written
+// into the iteration's memory file. ok false when it could not (no free
+// block: the caller copies into the heap instead); else sent false when
+// the iteration ends.
+func (p *producer) pushMapped(ctx context.Context, m *mapper, sit *stream.Iterator, shard int, rec []byte) (sent, ok bool) {
+	b := m.block(len(rec))
+	if b == nil {
+		return false, false
+	}
+	off := b.used
+	b.used += copy(b.mem[off:], rec)
+	b.refs.Add(1)
+	l := location{sample: sit.ID(), shard: shard, path: m.path, size: mapSize, offset: int64(b.base + off),
+		length: int64(len(rec)), mapped: true, release: b.done}
+	p.it.copied.Add(int64(len(rec)))
+	select {
+	case p.it.ch <- l:
+		p.pushed++
+		return true, true
+	case <-ctx.Done():
+		b.done()
+		return false, true
+	}
+}
+
+// block returns the block to write n bytes into: the current one, or a
+// free one; nil when none is free.
+func (m *mapper) block(n int) *mapBlock {
+	if m.off || n > mapChunk {
+		return nil
+	}
+	if b := m.blk; b != nil && mapChunk-b.used >= n {
+		return b
+	}
+	m.drop()
+	var b *mapBlock
+	select {
+	case b = <-m.free:
+	default:
+		if m.blocks >= mapLive {
+			return nil
+		}
+		base := m.blocks * mapChunk
+		b = &mapBlock{base: base, mem: m.mem[base : base+mapChunk : base+mapChunk], free: m.free}
+		m.blocks++
+	}
+	b.used = 0
+	b.refs.Store(1)
+	m.blk = b
+	return b
+}
+
+// drop gives up the producer's reference on its current block.
+func (m *mapper) drop() {
+	if m.blk != nil {
+		m.blk.done()
+		m.blk = nil
+	}
+}
+
+// mapIdle bounds the memory files a connection keeps from ended
+// iterations for its next ones: a worker's next epoch, or the training
+// process's workers, reuse the file and its pages (a new file cost the
+// agent and the client a page fault a page, about one a 100 KB sample
+// over an epoch of 2,000).
+const mapIdle = 2
+
+// mapper returns a memory file for an iteration's mapped copies: one an
+// ended iteration left, or a new one.
+func (c *conn) mapper() *mapper {
+	c.mu.Lock()
+	if n := len(c.mappers); n > 0 {
+		m := c.mappers[n-1]
+		c.mappers = c.mappers[:n-1]
+		c.mu.Unlock()
+		return m
+	}
+	c.mu.Unlock()
+	sweepMapped()
+	return newMapper()
+}
+
+// putMapper keeps m, an ended iteration's (nil: none), for the next, or
+// closes it. Every copy written in it has been released, buffered or sent.
+func (c *conn) putMapper(m *mapper) {
+	if m == nil {
+		return
+	}
+	m.reset()
+	c.mu.Lock()
+	if !m.off && len(c.mappers) < mapIdle {
+		c.mappers = append(c.mappers, m)
+		m = nil
+	}
+	c.mu.Unlock()
+	if m != nil {
+		m.close()
+	}
+}
+
+// closeMappers closes the files kept for the next iterations.
+func (c *conn) closeMappers() {
+	c.mu.Lock()
+	ms := c.mappers
+	c.mappers = nil
+	c.mu.Unlock()
+	for _, m := range ms {
+		m.close()
+	}
+}
+
+// reset makes every block of m free for the next iteration. Blocks are
+// made anew, with a new free list: a reference to an old one dropped late
+// cannot hand its bytes to the next iteration twice.
+func (m *mapper) reset() {
+	m.blk = nil
+	m.blocks = 0
+	m.free = make(chan *mapBlock, mapLive)
+}
+
+// close unmaps, closes and unlinks the file. The producer has exited; a
+// copy still referenced (a batch the client has not released yet) stays
+// readable through the client's mapping, not by path.
+func (m *mapper) close() {
+	m.drop()
+	if m.f == nil {
+		return
+	}
+	unix.Munmap(m.mem)
+	m.f.Close()
+	os.Remove(m.path)
+	m.mem, m.f = nil, nil
+}
+
+// sweepMapped removes the block files of agents that no longer run (one
+// killed before it unlinked them): memory files outlive their process.
+// Best effort; a pid reused by another process keeps its files until that
+// one ends.
+func sweepMapped() {
+	ents, err := os.ReadDir(mapDir)
+	if err != nil {
+		return
+	}
+	self := os.Getpid()
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), mapPrefix)
+		if !ok {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid == self || pid <= 0 {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
+			os.Remove(filepath.Join(mapDir, e.Name()))
+		}
+	}
+}
