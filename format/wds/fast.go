@@ -310,11 +310,11 @@ func (r *Reader) streamMember(name []byte, pos, size int64) (*member, error) {
 		return nil, &CorruptError{Member: string(name), Offset: pos, Reason: why}
 	}
 	// SplitName's rule.
-	k, i, ok := splitAt(name)
+	d, ok := splitAt(name)
 	if !ok {
 		return nil, nil
 	}
-	keyb, fieldb := name[:k+i], name[k+i+1:]
+	keyb, fieldb := name[:d], name[d+1:]
 	if size > r.opts.MaxMemberSize {
 		return nil, &CorruptError{Member: string(name), Offset: pos,
 			Reason: fmt.Sprintf("member size %d over limit %d", size, r.opts.MaxMemberSize), Err: ErrTooLarge}

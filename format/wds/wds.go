@@ -107,31 +107,41 @@ func (s *Sample) Size() int64 {
 // top-level name starting with one, or a hidden name whose directory's last
 // element has a dot.
 func SplitName(name string) (key, field string, ok bool) {
-	k, i, ok := splitAt(name)
+	d, ok := splitAt(name)
 	if !ok {
 		return "", "", false
 	}
-	return name[:k+i], strings.ToLower(name[k+i+1:]), true
+	return name[:d], strings.ToLower(name[d+1:]), true
 }
 
-// splitAt finds SplitName's dot: name[k+i] is the dot that ends the key,
-// k being where the base name starts.
-func splitAt[S ~string | ~[]byte](name S) (k, i int, ok bool) {
-	k = lastIndexByte(name, '/') + 1
-	i = indexByte(name[k:], '.')
-	switch {
-	case i > 0:
-		return k, i, true
-	case i < 0 || k == 0:
-		return 0, 0, false
+// splitAt returns the position d of the dot that ends name's key, or !ok
+// when name belongs to no sample. It is base_plus_ext's pattern
+// ^((?:.*/|)[^.]+)[.]([^/]*)$ under Python's backtracking: the dot is the
+// first of the last path element, and the dot-free run before it must
+// start at the beginning of the name or just after a slash that no newline
+// precedes (Python's "." does not match a newline).
+func splitAt[S ~string | ~[]byte](name S) (d int, ok bool) {
+	k := lastIndexByte(name, '/') + 1
+	d = indexByte(name[k:], '.')
+	if d < 0 {
+		return 0, false
 	}
-	// A hidden base name: webdataset's [^.]+ runs back over the slash to
-	// the start of the directory's last element, which must have no dot.
-	j := lastIndexByte(name[:k-1], '/') + 1
-	if indexByte(name[j:k], '.') >= 0 {
-		return 0, 0, false
+	d += k
+	if d > k && (k == 0 || indexByte(name[:k], '\n') < 0) {
+		return d, true // the usual name: the run is the stem, after the last slash
 	}
-	return k, 0, true
+	if d == 0 {
+		return 0, false // a top-level hidden name
+	}
+	q := lastIndexByte(name[:d], '.') + 1 // where the dot-free run before d starts
+	end := d - 1
+	if nl := indexByte(name, '\n'); nl >= 0 && nl < end {
+		end = nl
+	}
+	if i := lastIndexByte(name[:end], '/'); i >= 0 && i+1 >= q {
+		return d, true
+	}
+	return d, q == 0
 }
 
 func lastIndexByte[S ~string | ~[]byte](s S, c byte) int {

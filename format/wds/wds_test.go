@@ -6,7 +6,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -338,4 +341,36 @@ func BenchmarkReader(b *testing.B) {
 			b.Fatal(n, r.Err())
 		}
 	}
+}
+
+// basePlusExt is webdataset's base_plus_ext pattern in Go's regexp, whose
+// submatches are those of a backtracking engine; the optional newline
+// makes "$" match as Python's does, before a final newline too.
+var basePlusExt = regexp.MustCompile(`^((?:.*/|)[^.]+)[.]([^/]*)\n?$`)
+
+// FuzzSplitName checks SplitName against webdataset's pattern on any
+// UTF-8 name (Sluice refuses the others before splitting).
+func FuzzSplitName(f *testing.F) {
+	for _, s := range []string{"a/b.c.d", ".h", "dir/.h", "a.b/.h", "a.b/c/.h.x", "a//.x", "/.x", "x.", "a\nb/c.x/d.e", "a.b\n", "a\n/.b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if !utf8.ValidString(name) {
+			return
+		}
+		key, field, ok := wds.SplitName(name)
+		m := basePlusExt.FindStringSubmatch(name)
+		if m == nil {
+			if ok {
+				t.Fatalf("SplitName(%q) = %q, %q; webdataset skips it", name, key, field)
+			}
+			return
+		}
+		// The regexp's group 2 stops before a final newline that Python's
+		// greedy [^/]* would take.
+		wantField := name[len(m[1])+1:]
+		if !ok || key != m[1] || field != strings.ToLower(wantField) {
+			t.Fatalf("SplitName(%q) = %q, %q, %v; webdataset: %q, %q", name, key, field, ok, m[1], wantField)
+		}
+	})
 }
