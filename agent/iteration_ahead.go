@@ -164,15 +164,14 @@ func (p *producer) push(ctx context.Context, sit *stream.Iterator) bool {
 			p.run = shard
 			return p.pushLeased(ctx, sit, shard)
 		}
-		rec := sit.Record()
-		if p.copy && len(rec) <= copyMax {
+		if rec := sit.Record(); p.copy {
 			copied := p.it.copied.Load() + int64(len(rec))
-			if m := p.it.mapped.Load(); m != nil && copied <= mapBudget {
+			if m := p.it.mapped.Load(); m != nil && len(rec) <= mapCopyMax && copied <= mapBudget {
 				if sent, ok := p.pushMapped(ctx, m, sit, shard, rec); ok {
 					return sent
 				}
 			}
-			if copied <= copyBudget {
+			if len(rec) <= copyMax && copied <= copyBudget {
 				return p.pushCopy(ctx, sit, shard, rec)
 			}
 		}

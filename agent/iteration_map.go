@@ -70,6 +70,12 @@ const (
 	// room for the producer's current block; a client that holds more
 	// batches makes the producer copy into the heap, under copyBudget.
 	mapBudget = 4 << 20
+	// mapCopyMax is the largest record copied into the file (copyMax
+	// bounds those copied into the heap and sent inline): without the
+	// socket's two copies a 1 MiB record costs the agent one copy, and
+	// a reply carries at least 4 of them where a leased record of
+	// another shard makes a reply of its own.
+	mapCopyMax = 1 << 20
 	// mapPrefix starts the names of the files: mapPrefix, the agent's pid
 	// and the iteration's random name.
 	mapPrefix = "sluice-copies-"
@@ -160,7 +166,7 @@ func (p *producer) pushMapped(ctx context.Context, m *mapper, sit *stream.Iterat
 // block returns the block to write n bytes into: the current one, or a
 // free one; nil when none is free.
 func (m *mapper) block(n int) *mapBlock {
-	if m.off || n > mapChunk {
+	if m.off || n > mapCopyMax {
 		return nil
 	}
 	if b := m.blk; b != nil && mapChunk-b.used >= n {
