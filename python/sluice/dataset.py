@@ -466,9 +466,7 @@ class StreamingDataset(_layout.Layout, _Base):
     def _default_ncn(self, world):
         if self.num_canonical_nodes is not None:
             return self.num_canonical_nodes
-        ranks = world["world_size"] // (self.replication or 1)
-        lws = world["local_world_size"]
-        nodes = ranks // lws if ranks % lws == 0 else 1
+        nodes = _world_nodes(world, self.replication)
         return 64 * nodes if self.shuffle_algo in ("py1s", "py2s") else nodes
 
     def state_dict(self, num_samples, from_beginning):
@@ -496,7 +494,7 @@ class StreamingDataset(_layout.Layout, _Base):
             ncn = self._default_ncn(world)
         ipn = self.initial_physical_nodes
         if ipn is None:
-            ipn = _world_nodes(world)
+            ipn = _world_nodes(world, self.replication)
         sample_in_epoch = num_samples if from_beginning else offset + num_samples
         return {
             "epoch": epoch,
@@ -567,7 +565,13 @@ def _sample_index(idx):
                          "a list of ints or an integer array)" % type(idx).__name__) from None
 
 
-def _world_nodes(world):
-    """MosaicML's World.num_nodes: ranks over ranks per node."""
+def _world_nodes(world, replication=None):
+    """MosaicML's World.num_nodes of the world its state dicts and defaults
+    use: ranks over ranks per node; with replication, of the replicated
+    world (World.replicate: ranks // replication over the ranks per node
+    when they divide, else 1 node)."""
     lws = max(world["local_world_size"], 1)
+    if replication and replication > 1:
+        ranks = world["world_size"] // replication
+        return ranks // lws if ranks and ranks % lws == 0 else 1
     return max(world["world_size"] // lws, 1)

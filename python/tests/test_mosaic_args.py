@@ -187,6 +187,20 @@ class MosaicArgsTest(helpers.AgentCase):
         with self.assertRaises(FileNotFoundError):
             sluice.LocalDataset(os.path.join(self.tmp, "no-such-dataset"))
 
+    def test_state_dict_nodes_with_replication(self):
+        # MosaicML's state dict (and default num_canonical_nodes) count the
+        # nodes of the replicated world: 16 ranks, 8 a node, replication 2
+        # are 8 ranks, 1 node of 8.
+        cases = ((8, None, 2), (8, 2, 1), (4, 2, 2), (8, 4, 1), (4, 1, 4))
+        for lws, replication, nodes in cases:
+            with self.subTest(local_world_size=lws, replication=replication):
+                helpers.set_env(self, {"WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": str(lws), "RANK": "0",
+                                       "LOCAL_RANK": "0"})
+                ds = sluice.StreamingDataset(remote=self.remote, local=self.local(), batch_size=1,
+                                             replication=replication)
+                sd = ds.state_dict(0, False)
+                self.assertEqual((sd["initial_physical_nodes"], sd["num_canonical_nodes"]), (nodes, nodes))
+
     def test_next_epoch(self):
         ds = sluice.StreamingDataset(remote=self.remote, local=self.local(), batch_size=4)
         self.assertEqual(ds.next_epoch, 0)
