@@ -261,8 +261,11 @@ class StreamingDataset(_layout.Layout, _Base):
                               "does not take it (restart it with this release's binary)" % c.path,
                               UserWarning, stacklevel=3)
         if self._handle is None:
-            opened = c.call({"op": "open", "dataset": self._wire, "job": self._job, "world": world, "env": self._env}, "open",
-                            timeout=self._open_timeout())
+            try:
+                opened = c.call({"op": "open", "dataset": self._wire, "job": self._job, "world": world, "env": self._env},
+                                "open", timeout=self._open_timeout())
+            except errors.DatasetNotFoundError as e:
+                raise _local_index_error(self.streams, e) from None
             self._handle = opened["handle"]
             if self._info is None:
                 for w in opened.get("warnings") or ():
@@ -537,6 +540,17 @@ def routes_items(ds, cls):
     which calls get_item, so iteration must go through them."""
     t = type(ds)
     return t.__getitem__ is not cls.__getitem__ or t.get_item is not cls.get_item
+
+
+def _local_index_error(streams, err):
+    """err, or LocalIndexNotFoundError (also a RuntimeError, as MosaicML
+    raises) when the index.json missing is that of a stream with no
+    remote."""
+    msg = str(err)
+    for st in streams or ():
+        if not st.remote and st.local and "index.json" in msg and _abs_location(st.local) in msg:
+            return errors.LocalIndexNotFoundError(msg)
+    return err
 
 
 def _plain(v):

@@ -118,6 +118,13 @@ class EmptyIndexError(SluiceError, RuntimeError):
     code = "empty_index"
 
 
+class LocalIndexNotFoundError(DatasetNotFoundError, RuntimeError):
+    """The index.json of a stream with no remote is not in its local
+    directory. MosaicML raises RuntimeError here ("No `remote` provided,
+    but local file ... does not exist either"); this is also a
+    FileNotFoundError, as a missing index with a remote is."""
+
+
 def from_reply(code, message):
     """Returns the exception for an error reply."""
     # The agent has one code for every corrupt input; MosaicML users catch

@@ -201,6 +201,21 @@ class MosaicArgsTest(helpers.AgentCase):
                 sd = ds.state_dict(0, False)
                 self.assertEqual((sd["initial_physical_nodes"], sd["num_canonical_nodes"]), (nodes, nodes))
 
+    def test_missing_local_index_is_a_runtime_error(self):
+        # MosaicML: a stream with no remote whose local has no index.json
+        # raises RuntimeError; with a remote, the download's
+        # FileNotFoundError. Sluice's error is a FileNotFoundError in both.
+        missing = os.path.join(self.tmp, "no-index")
+        os.makedirs(missing, exist_ok=True)
+        for kw in ({"local": missing}, {"streams": [sluice.Stream(local=missing)]}):
+            with self.subTest(kw=list(kw)):
+                with self.assertRaises(RuntimeError) as cm:
+                    sluice.StreamingDataset(batch_size=4, **kw)
+                self.assertIsInstance(cm.exception, FileNotFoundError)
+        with self.assertRaises(FileNotFoundError) as cm:
+            sluice.StreamingDataset(remote=missing, local=self.local(), batch_size=4)
+        self.assertNotIsInstance(cm.exception, RuntimeError)
+
     def test_next_epoch(self):
         ds = sluice.StreamingDataset(remote=self.remote, local=self.local(), batch_size=4)
         self.assertEqual(ds.next_epoch, 0)
