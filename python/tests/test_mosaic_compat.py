@@ -71,22 +71,14 @@ class CompatTest(helpers.AgentCase):
         for shm, feed, workers in (("auto", "auto", 0), ("auto", "threads", 2), ("auto", "workers", 2),
                                    ("on", "threads", 2), ("on", "workers", 2)):
             with self.subTest(shm=shm, feed=feed, workers=workers):
-                old = {k: os.environ.get(k) for k in ("SLUICE_FEED", "SLUICE_SHM")}
-                os.environ.update(SLUICE_FEED=feed, SLUICE_SHM=shm)
-                try:
-                    loader = sluice.StreamingDataLoader(ds, batch_size=4, num_workers=workers)
-                    seen = []
-                    for b in loader:
-                        self.assertEqual([int(x) for x in b["plus"]], [int(x) + 1000 for x in b["id"]])
-                        seen += [int(x) for x in b["id"]]
-                    self.assertEqual(sorted(seen), list(range(60)))
-                    del loader
-                finally:
-                    for k, v in old.items():
-                        if v is None:
-                            os.environ.pop(k, None)
-                        else:
-                            os.environ[k] = v
+                helpers.set_env(self, {"SLUICE_FEED": feed, "SLUICE_SHM": shm})  # restored after the test
+                loader = sluice.StreamingDataLoader(ds, batch_size=4, num_workers=workers)
+                seen = []
+                for b in loader:
+                    self.assertEqual([int(x) for x in b["plus"]], [int(x) + 1000 for x in b["id"]])
+                    seen += [int(x) for x in b["id"]]
+                self.assertEqual(sorted(seen), list(range(60)))
+                del loader
 
     def test_getitem_many_and_num_shards(self):
         ds = sluice.StreamingDataset(remote=self.remote, local=self.local("many"), batch_size=4)
