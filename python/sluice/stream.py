@@ -25,7 +25,8 @@ def _size_str(v, what):
         if v != v or v in (float("inf"), float("-inf")):
             raise ValueError("%s must be finite, got %r" % (what, v))
         v = int(v)
-    return str(v)
+    # MosaicML takes '2 k' and ' 10 gb ' (it strips the number it parses).
+    return "".join(str(v).split())
 
 
 def _check_download_args(download_retry, download_timeout):

@@ -81,6 +81,10 @@ class MosaicArgsTest(helpers.AgentCase):
                                      batch_size=4)
         self.assertEqual(ds.epoch_size, 30)
         self.assertEqual(len(list(ds)), 30)
+        # Spaces inside the abbreviation, as MosaicML's parsers allow.
+        ds = sluice.StreamingDataset(remote=self.remote, local=self.local(), epoch_size=" 0.03 k", cache_limit=" 1 mb ",
+                                     batch_size=4)
+        self.assertEqual(ds.epoch_size, 30)
         with warnings.catch_warnings(record=True) as got:
             warnings.simplefilter("always")
             sluice.StreamingDataset(remote=self.remote, local=self.local(), shuffle=True, shuffle_algo="py1b",
