@@ -20,7 +20,8 @@ import (
 // worker, batches of 512, over the socket; through a cache without a limit
 // and under one that holds the dataset. Two record sizes: 200,000 small
 // samples (~25 bytes, like tokenized text) in shards of about 2,000, and
-// (100KB/) 2,000 samples of 100 KB (like images) in shards of 40. The
+// (100KB/) 2,000 samples of 100 KB (like images) in shards of 40 (16KB/:
+// 10,000 of 16 KB, 1MB/: 200 of 1 MB, in shards of 4 MiB). The
 // client reads every record as the Python client does: inline from the
 // reply, or from its shard's mapping (kept while the batch in hand lists
 // the shard), and copies the 100 KB ones out. It reports wall and CPU
@@ -40,17 +41,21 @@ func BenchmarkAgentWarmShuffled(b *testing.B) {
 			benchWarmShuffled(b, startAgentShards(b, 200_000, 64<<10, nil), 200_000, c.limit, false, c.mapCopies)
 		})
 	}
-	b.Run("100KB", func(b *testing.B) {
-		for _, c := range limits {
-			b.Run(c.name, func(b *testing.B) {
-				const n = 2_000
-				h := startAgentShards(b, 1, 1<<10, nil)
-				h.remote = b.TempDir()
-				writePayloadDataset(b, h.remote, n, 100_000, 4<<20)
-				benchWarmShuffled(b, h, n, c.limit, true, c.mapCopies)
-			})
-		}
-	})
+	for _, size := range []struct {
+		name    string
+		n, size int
+	}{{"16KB", 10_000, 16_000}, {"100KB", 2_000, 100_000}, {"1MB", 200, 1_000_000}} {
+		b.Run(size.name, func(b *testing.B) {
+			for _, c := range limits {
+				b.Run(c.name, func(b *testing.B) {
+					h := startAgentShards(b, 1, 1<<10, nil)
+					h.remote = b.TempDir()
+					writePayloadDataset(b, h.remote, size.n, size.size, 4<<20)
+					benchWarmShuffled(b, h, int64(size.n), c.limit, true, c.mapCopies)
+				})
+			}
+		})
+	}
 }
 
 // benchWarmShuffled runs BenchmarkAgentWarmShuffled's epochs of n samples

@@ -72,10 +72,13 @@ const (
 	mapBudget = 4 << 20
 	// mapCopyMax is the largest record copied into the file (copyMax
 	// bounds those copied into the heap and sent inline): without the
-	// socket's two copies a 1 MiB record costs the agent one copy, and
-	// a reply carries at least 4 of them where a leased record of
-	// another shard makes a reply of its own.
-	mapCopyMax = 1 << 20
+	// socket's two copies a 300 KB record costs the agent one copy and
+	// the client one from a warm mapping, and a reply carries several of
+	// them where a leased record of another shard makes a reply of its
+	// own. At 1 MB the copies cost more than the round trips they save
+	// (BenchmarkAgentWarmShuffled/1MB: 278-316 µs a sample mapped against
+	// 238-276 leased, load 11-17), so those stay leased.
+	mapCopyMax = 512 << 10
 	// mapPrefix starts the names of the files: mapPrefix, the agent's pid
 	// and the iteration's random name.
 	mapPrefix = "sluice-copies-"
