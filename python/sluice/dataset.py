@@ -5,7 +5,7 @@ import warnings
 
 from . import _agent, _encoded, _iteration, _layout, _worker, _world, errors
 from . import images as _images
-from .stream import Stream, _abs_location, _check_download_args, _check_stream_class, _derived_local, _size_str  # noqa: F401
+from .stream import Stream, _abs_location, _check_download_args, _check_stream_class, _derived_local, _plain, _size_str  # noqa: F401
 
 try:
     from torch.utils.data import IterableDataset as _Base
@@ -551,16 +551,6 @@ def _local_index_error(streams, err):
         if not st.remote and st.local and "index.json" in msg and _abs_location(st.local) in msg:
             return errors.LocalIndexNotFoundError(msg)
     return err
-
-
-def _plain(v):
-    """v with numpy integer and float scalars made Python's (JSON cannot
-    encode them)."""
-    if isinstance(v, (bool, int, float, str, list, dict)) or v is None:
-        return v
-    if hasattr(v, "dtype") and getattr(v, "ndim", 1) == 0:
-        return v.item()
-    return v
 
 
 def _sample_index(idx):

@@ -29,6 +29,16 @@ def _size_str(v, what):
     return "".join(str(v).split())
 
 
+def _plain(v):
+    """v with numpy integer and float scalars made Python's (JSON cannot
+    encode them; MosaicML takes them in its arithmetic)."""
+    if isinstance(v, (bool, int, float, str, list, dict)) or v is None:
+        return v
+    if hasattr(v, "dtype") and getattr(v, "ndim", 1) == 0:
+        return v.item()
+    return v
+
+
 def _check_download_args(download_retry, download_timeout):
     """MosaicML's checks (ValueError): download_retry >= 0, download_timeout > 0."""
     if download_retry is not None and download_retry < 0:
@@ -113,7 +123,7 @@ class Stream:
             "validate_hash": opts["validate_hash"],
             "keep_zip": opts["keep_zip"],
         }
-        return {k: v for k, v in out.items() if v is not None}
+        return {k: _plain(v) for k, v in out.items() if v is not None}
 
 
 def _derived_local(remote, split):

@@ -60,6 +60,8 @@ class MosaicArgsTest(helpers.AgentCase):
                                      predownload=np.int64(8), sampling_granularity=np.int64(1))
         self.assertEqual(ds.batch_size, 4)
         self.assertEqual(sorted(int(s["id"]) for s in ds), list(range(60)))
+        st = sluice.Stream(remote=self.remote, local=self.local(), download_retry=np.int64(1), choose=np.int64(30))
+        self.assertEqual(len(sluice.StreamingDataset(streams=[st], batch_size=4)), 30)
 
     def test_streams_or_remote_by_truth_value(self):
         # MosaicML's rule is bool(streams) == (bool(remote) or bool(local)):
