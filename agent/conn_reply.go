@@ -22,7 +22,10 @@ const scratchKeep = 16 << 20
 // under a cache limit) and inlined ones are sent in the reply, the latter
 // read here and their leases dropped at once; the others stay leased under
 // the batch ID until the client releases it. A shard whose samples are all
-// sent inline is listed without a path, as get's.
+// sent inline is listed without a path, as get's. Records copied into a
+// memory file (mapped, iteration_map.go) are listed with that file as
+// their shard's path, beside the shard's own entry, and held under the
+// batch ID as leased ones are.
 //
 // The reply's body is the entries (returned) followed by the inline area
 // (c.tail): copies of pieceMin bytes or more are written from the copies

@@ -179,9 +179,10 @@ func (it *iteration) take(ctx context.Context, n int, wait time.Duration) ([]loc
 
 // budget bounds the bytes of copies the iteration buffers and a reply
 // carries: copyBudget, or mapBudget once its copies are mapped
-// (iteration_map.go).
+// (iteration_map.go; off is set before the mapper is shared, never
+// after).
 func (it *iteration) budget() int64 {
-	if it.mapped.Load() != nil {
+	if m := it.mapped.Load(); m != nil && !m.off {
 		return mapBudget
 	}
 	return copyBudget

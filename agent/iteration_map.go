@@ -116,7 +116,9 @@ type mapper struct {
 	blocks int    // blocks handed out so far (at most mapLive)
 	free   chan *mapBlock
 	blk    *mapBlock // the block copies are written to now
-	off    bool      // the file could not be created: heap copies only
+	// off says the file could not be created: heap copies only. Set by
+	// newMapper only, so read anywhere.
+	off bool
 }
 
 func newMapper() *mapper {
