@@ -277,7 +277,7 @@ func (nd *node) read(c *chain) {
 		nd.flush()
 	}
 	if nd.slotted() {
-		nd.awaitQueued(sh)
+		nd.awaitQueued(sh, c.t)
 	}
 	c.t = math.Max(c.t, nd.waitFor(c, sh))
 	if !nd.ordered() {

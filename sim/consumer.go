@@ -230,13 +230,18 @@ func (nd *node) startQueued(ci int, t float64) {
 }
 
 // awaitQueued plays the completions until shard, which a consumer waits
-// for, is on the link: a fetch still waiting for its walk's slot starts
-// when a download of that walk ends (its slots hold the shards before it
-// in the walk's order, which the consumer read first).
-func (nd *node) awaitQueued(shard int) {
-	for nd.flush(); nd.state[shard] == inFlight && math.IsInf(nd.arr[shard].done, 1) && len(nd.events) > 0; nd.flush() {
+// for at t, is on the link: a fetch still waiting for its walk's slot
+// starts when a download of that walk ends (its slots hold the shards
+// before it in the walk's order, which the consumer read first).
+func (nd *node) awaitQueued(shard int, t float64) {
+	queued := func() bool { return nd.state[shard] == inFlight && math.IsInf(nd.arr[shard].done, 1) }
+	for nd.flush(); queued() && len(nd.events) > 0; nd.flush() {
 		ev := nd.events.pop()
 		nd.complete(int(ev.shard), ev.at)
+	}
+	if queued() {
+		// (A queue waits only behind downloads on the link: not reached.)
+		nd.openQueues(t)
 	}
 }
 

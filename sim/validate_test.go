@@ -345,7 +345,12 @@ func TestValidateAgainstS3(t *testing.T) {
 		// moved with the consumer's shard, not its sample).
 		{"evicting", true, 30 * time.Millisecond, 8, true, 420_000, 0, false, false, false},
 		// The same with two fetch slots, fewer than the budget's three
-		// shards: the walk also moves when a fetch frees a slot.
+		// shards. Under a limit the slots bound the downloads, in the
+		// walk's order, not the walk (stream's fetchSlots): when they
+		// bounded the walk, what it admitted depended on how many
+		// downloads had ended where the consumer moved (45 requests at
+		// a 30 ms step, 47 at 80 ms; 46 against 45 once in CI at load
+		// ~15). 47 requests, as with eight slots.
 		{"evicting-2-slots", true, 30 * time.Millisecond, 2, true, 420_000, 0, false, false, false},
 		// The agent's shape: one iterator (and prefetcher) per DataLoader
 		// worker, each over its own order, sharing the cache and the link,
