@@ -175,6 +175,21 @@ func (r *reader) next() int {
 	return len(b.Entries)
 }
 
+// epoch reads the iteration to its end within 60 s and checks that it
+// gave want, in that order.
+func (r *reader) epoch(epoch int, want []int64) {
+	r.t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); !r.done; {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("epoch %d: %d samples in 60 s", epoch, len(r.ids))
+		}
+		r.next()
+	}
+	if !slices.Equal(r.ids, want) {
+		r.t.Fatalf("epoch %d: %d samples not in the plan's order (%d planned)", epoch, len(r.ids), len(want))
+	}
+}
+
 // begin opens the harness's dataset under limit on c for world in job and
 // begins its next epoch.
 func begin(t *testing.T, h *harness, c *agentapi.Client, limit int64, job, round string, w agentapi.World) int {
@@ -222,15 +237,7 @@ func TestLimitedShuffledRepliesCarryManySamples(t *testing.T) {
 				c := h.dial()
 				for epoch := range 2 {
 					r := rc.reader(t, c, begin(t, h, c, limit, "j", "", w), 256)
-					for deadline := time.Now().Add(60 * time.Second); !r.done; {
-						if time.Now().After(deadline) {
-							t.Fatalf("epoch %d: %d samples in 60 s", epoch, len(r.ids))
-						}
-						r.next()
-					}
-					if !slices.Equal(r.ids, want[epoch]) {
-						t.Fatalf("epoch %d: %d samples not in the plan's order (%d planned)", epoch, len(r.ids), len(want[epoch]))
-					}
+					r.epoch(epoch, want[epoch])
 					per := float64(len(r.ids)) / float64(r.replies)
 					t.Logf("epoch %d: %d samples in %d replies (%.1f a reply), at most %d shards leased a reply", epoch, len(r.ids), r.replies, per, r.leased)
 					// Evicting, the producer waits for a download at nearly

@@ -163,15 +163,7 @@ func TestMappedCopiesFileReused(t *testing.T) {
 	var paths []string
 	for epoch := range 2 {
 		r := rc.reader(t, c, begin(t, h, c, 2*total, "j", "", w), 32)
-		for deadline := time.Now().Add(60 * time.Second); !r.done; {
-			if time.Now().After(deadline) {
-				t.Fatalf("epoch %d: %d samples in 60 s", epoch, len(r.ids))
-			}
-			r.next()
-		}
-		if !slices.Equal(r.ids, want[epoch]) {
-			t.Fatalf("epoch %d: %d samples not in the plan's order (%d planned)", epoch, len(r.ids), len(want[epoch]))
-		}
+		r.epoch(epoch, want[epoch])
 		if r.mapped == 0 {
 			t.Fatalf("epoch %d: no record read from a memory file", epoch)
 		}
