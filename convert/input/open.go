@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -136,6 +137,50 @@ func splitLocation(s string) (root, key string, err error) {
 	return u.String(), base, nil
 }
 
+// localFile returns the path a local input file is read at: a symbolic
+// link's target (the store of the link's directory does not follow links
+// that lead out of it), checked to be a regular file, which is read by byte
+// range. Other names (URLs, files that do not exist) are returned as they
+// are, for the store to report.
+func localFile(name string) (string, error) {
+	if strings.Contains(name, "://") {
+		return name, nil
+	}
+	fi, err := os.Stat(name)
+	if err != nil {
+		return name, nil
+	}
+	if !fi.Mode().IsRegular() {
+		what := "a device"
+		switch {
+		case fi.IsDir():
+			what = "a directory"
+		case fi.Mode()&os.ModeNamedPipe != 0:
+			what = "a pipe"
+		case fi.Mode()&os.ModeSocket != 0:
+			what = "a socket"
+		}
+		return "", fmt.Errorf("input: %q is %s, not a regular file: sluice convert reads its input by byte range; write it to a file first", name, what)
+	}
+	real, err := filepath.EvalSymlinks(name)
+	if err != nil {
+		return name, nil
+	}
+	return real, nil
+}
+
+// compressedSuffix returns the compression suffix of name (".gz",
+// ".tgz", ...), or "".
+func compressedSuffix(name string) string {
+	n := strings.ToLower(name)
+	for _, ext := range []string{".gz", ".tgz", ".bz2", ".xz", ".zst", ".zstd", ".lz4", ".zip", ".7z"} {
+		if strings.HasSuffix(n, ext) {
+			return ext
+		}
+	}
+	return ""
+}
+
 // formatOf infers a file's format from its extension.
 func formatOf(name string) string {
 	n := strings.ToLower(name)
@@ -224,6 +269,13 @@ func open(ctx context.Context, spec string, opts *Options, bs *buckets) (Source,
 		}
 	}
 	for _, n := range names {
+		if ext := compressedSuffix(n); ext != "" {
+			return nil, fmt.Errorf("input: %q is compressed (%s): sluice convert reads uncompressed files; decompress it first", n, ext)
+		}
+		n, err := localFile(n)
+		if err != nil {
+			return nil, err
+		}
 		root, key, err := splitLocation(n)
 		if err != nil {
 			return nil, err
@@ -286,8 +338,13 @@ func open(ctx context.Context, spec string, opts *Options, bs *buckets) (Source,
 // probeDir reports whether name is a directory (a prefix with objects under
 // it) and, if so, the format its content suggests.
 func probeDir(ctx context.Context, name string, bs *buckets) (format string, isDir bool, err error) {
-	if formatOf(name) != "" {
+	if formatOf(name) != "" || compressedSuffix(name) != "" {
 		return "", false, nil
+	}
+	if !strings.Contains(name, "://") {
+		if fi, err := os.Stat(name); err == nil && !fi.IsDir() {
+			return "", false, nil // a file: its name or --format decides
+		}
 	}
 	b, err := bs.open(ctx, name)
 	if err != nil {
