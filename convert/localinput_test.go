@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicedata/sluice/format"
 )
 
 // TestLocalInputFiles: input files as users name them. A symbolic link to
@@ -64,6 +68,58 @@ func TestLocalInputFiles(t *testing.T) {
 		}
 		if d := time.Since(start); d > 10*time.Second {
 			t.Errorf("%s: failed after %v, not at once", c.in, d)
+		}
+	}
+}
+
+// TestImageFolderFollowsLinks: an image folder made of symbolic links (to
+// image files elsewhere, to a whole class directory elsewhere) holds the
+// images they point at, as torchvision's ImageFolder reads it (checked
+// with torchvision 0.14: 8 samples, classes cat, cat2, dog); a link back
+// up the folder (a cycle) is not followed forever and a dangling link is
+// skipped. Before, every link was skipped without a word: 2 of the 8
+// images converted, "PASSED, 0 skipped".
+func TestImageFolderFollowsLinks(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	root := filepath.Join(dir, "folder")
+	var imgs [][]byte
+	for i := range 5 {
+		imgs = append(imgs, makeJPEG(t, i, 8, 8))
+	}
+	for i := range 3 {
+		writeFile(t, filepath.Join(src, "cat", fmt.Sprintf("%d.jpg", i)), imgs[i])
+	}
+	writeFile(t, filepath.Join(root, "dog", "0.jpg"), imgs[3])
+	writeFile(t, filepath.Join(root, "dog", "1.jpg"), imgs[4])
+	if err := os.Mkdir(filepath.Join(root, "cat"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []struct{ target, link string }{
+		{filepath.Join(src, "cat", "0.jpg"), "cat/0.jpg"},
+		{filepath.Join(src, "cat", "1.jpg"), "cat/1.jpg"},
+		{filepath.Join(src, "cat", "2.jpg"), "cat/2.jpg"},
+		{filepath.Join(src, "cat"), "cat2"},
+		{root, "dog/loop"},
+		{filepath.Join(dir, "nothing.jpg"), "dog/gone.jpg"},
+	} {
+		if err := syscall.Symlink(l.target, filepath.Join(root, l.link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(dir, "out")
+	runConvert(t, &Options{Input: root, Output: out})
+	got := readDataset(t, out)
+	want := []struct {
+		img   int
+		label int64
+	}{{0, 0}, {1, 0}, {2, 0}, {0, 1}, {1, 1}, {2, 1}, {3, 2}, {4, 2}}
+	if len(got) != len(want) {
+		t.Fatalf("%d samples, want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		if img := got[i]["image"].(*format.Image); !bytes.Equal(img.Encoded, imgs[w.img]) || got[i]["label"] != w.label {
+			t.Errorf("sample %d: label %v, want image %d label %d", i, got[i]["label"], w.img, w.label)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	_ "image/jpeg"
 	_ "image/png"
 	"io"
+	"os"
 	"path"
 	"sort"
 	"strings"
@@ -72,6 +73,7 @@ type images struct {
 	classes []string
 	enc     string
 	pil     *mds.Encoding
+	local   *localFolder // a local folder: files are read where its links lead
 	next    int
 }
 
@@ -84,25 +86,31 @@ func openImages(ctx context.Context, root string, opts *Options, bs *buckets) (S
 	sizeOf := map[string]int64{}
 	encs := map[string]bool{}
 	classOf := map[string]bool{} // class directories holding at least one image file
-	err = b.List(ctx, "", func(o storage.ObjectInfo) error {
-		if storage.IsTempName(o.Key) {
+	add := func(key string, size int64) error {
+		if storage.IsTempName(key) {
 			return nil
 		}
-		class, file, ok := strings.Cut(o.Key, "/")
-		if strings.HasPrefix(class, ".") || strings.HasPrefix(path.Base(o.Key), ".") {
+		class, file, ok := strings.Cut(key, "/")
+		if strings.HasPrefix(class, ".") || strings.HasPrefix(path.Base(key), ".") {
 			return nil // hidden files and directories
 		}
-		keys = append(keys, o.Key)
-		sizeOf[o.Key] = o.Size
+		keys = append(keys, key)
+		sizeOf[key] = size
 		if !ok || class == "" || file == "" {
 			return nil // a file outside the class directories: counted as a skip
 		}
-		if enc, ok := imageExts[strings.ToLower(path.Ext(o.Key))]; ok {
+		if enc, ok := imageExts[strings.ToLower(path.Ext(key))]; ok {
 			encs[enc] = true
 			classOf[class] = true
 		}
 		return nil
-	})
+	}
+	var local *localFolder
+	if dir := localFolderRoot(root); dir != "" {
+		local, err = walkLocalFolder(ctx, dir, add)
+	} else {
+		err = b.List(ctx, "", func(o storage.ObjectInfo) error { return add(o.Key, o.Size) })
+	}
 	if err != nil {
 		return nil, fmt.Errorf("input: list image folder %s: %w", root, err)
 	}
@@ -119,7 +127,7 @@ func openImages(ctx context.Context, root string, opts *Options, bs *buckets) (S
 	for i, c := range classes {
 		classIdx[c] = int64(i)
 	}
-	im := &images{b: b, bs: bs, name: root, classes: classes, enc: "bytes"}
+	im := &images{b: b, bs: bs, name: root, classes: classes, enc: "bytes", local: local}
 	if len(encs) == 1 {
 		for e := range encs {
 			im.enc = e
@@ -185,7 +193,13 @@ func (im *images) Decode(ctx context.Context, it *Item, fn FieldFunc) error {
 	if it.Label < 0 {
 		return &SkipError{Reason: SkipNoClass, Err: fmt.Errorf("%s is not inside a class directory", it.File)}
 	}
-	data, err := readSized(ctx, im.b, string(it.Data), it.Aux.(int64))
+	var data []byte
+	var err error
+	if im.local != nil {
+		data, err = readLocal(im.local.real[string(it.Data)], it.Aux.(int64))
+	} else {
+		data, err = readSized(ctx, im.b, string(it.Data), it.Aux.(int64))
+	}
 	if err != nil {
 		return fmt.Errorf("input: read image %s: %w", it.File, err)
 	}
@@ -232,6 +246,32 @@ func readSized(ctx context.Context, b storage.Bucket, key string, size int64) ([
 		return nil, err
 	}
 	defer r.Close()
+	return readBounded(r, size)
+}
+
+// readLocal is readSized for a local file.
+func readLocal(name string, size int64) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if size <= 0 || size > MaxImageBytes {
+		size = 0
+	}
+	return readBounded(f, size)
+}
+
+// readBounded reads r, expected to hold size bytes (0: unknown), with one
+// exact allocation when it does, and at most MaxImageBytes.
+func readBounded(r io.Reader, size int64) ([]byte, error) {
+	if size <= 0 {
+		b, err := io.ReadAll(io.LimitReader(r, MaxImageBytes+1))
+		if err == nil && int64(len(b)) > MaxImageBytes {
+			return nil, fmt.Errorf("larger than %d bytes", MaxImageBytes)
+		}
+		return b, err
+	}
 	buf := make([]byte, size+1) // one spare byte detects a grown file
 	n, err := io.ReadFull(r, buf)
 	switch {
