@@ -51,3 +51,38 @@ func TestWebDatasetDirectory(t *testing.T) {
 	reversed := append(append(append(want[:0:0], want[10:]...), want[5:10]...), want[:5]...)
 	checkTarSamples(t, got, reversed)
 }
+
+// TestWebDatasetDirectoryOfLinks converts a directory whose tars are
+// symbolic links to shards elsewhere (one of them inside a linked
+// subdirectory) as the tars they point at. Before (with directories of
+// tars taken at all), the directory's store skipped the links: only the
+// one real tar was converted.
+func TestWebDatasetDirectoryOfLinks(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	want := writeTars(t, src, 3, 4)
+	links := filepath.Join(dir, "links")
+	if err := os.MkdirAll(filepath.Join(src, "more"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(src, "shard-000002.tar"), filepath.Join(src, "more", "shard-000002.tar")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(links, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(src, "shard-000000.tar"), filepath.Join(links, "shard-000000.tar")); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []struct{ target, link string }{
+		{filepath.Join(src, "shard-000001.tar"), "shard-000001.tar"},
+		{filepath.Join(src, "more"), "z"},
+	} {
+		if err := os.Symlink(l.target, filepath.Join(links, l.link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(dir, "out")
+	runConvert(t, &Options{Input: links, Output: out})
+	checkTarSamples(t, readDataset(t, out), want)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -68,6 +69,9 @@ func dirHoldsTars(ctx context.Context, b storage.Bucket) (tars, any bool, err er
 // locations, sorted by key as sluice stream orders a directory of tars, or
 // in the order keys gives (an index's).
 func tarDirLocations(ctx context.Context, root string, keys []string, bs *buckets) ([]location, error) {
+	if dir := localFolderRoot(root); dir != "" {
+		return localTarLocations(ctx, root, dir, keys, bs)
+	}
 	b, err := bs.open(ctx, root)
 	if err != nil {
 		return nil, fmt.Errorf("input: %w", err)
@@ -96,6 +100,44 @@ func tarDirLocations(ctx context.Context, root string, keys []string, bs *bucket
 			return nil, fmt.Errorf("input: %s: %w", root, err)
 		}
 		locs[i] = location{b: b, key: k, name: strings.TrimSuffix(root, "/") + "/" + k}
+	}
+	return locs, nil
+}
+
+// localTarLocations is tarDirLocations for a local directory, whose links
+// are followed as an image folder's are: each tar is read where its link
+// leads (the directory's store skips links that lead out of it).
+func localTarLocations(ctx context.Context, root, dir string, keys []string, bs *buckets) ([]location, error) {
+	lf, err := walkLocalFolder(ctx, dir, func(string, int64) error { return nil })
+	if err != nil {
+		return nil, err
+	}
+	if keys == nil {
+		for k := range lf.real {
+			if isTarKey(k) {
+				if len(keys) >= format.MaxIndexShards {
+					return nil, fmt.Errorf("input: %s: more than %d .tar files", root, format.MaxIndexShards)
+				}
+				keys = append(keys, k)
+			}
+		}
+		if len(keys) == 0 {
+			return nil, fmt.Errorf("input: %s holds no .tar files", root)
+		}
+		sort.Strings(keys)
+	}
+	locs := make([]location, len(keys))
+	for i, k := range keys {
+		name := strings.TrimSuffix(root, "/") + "/" + k
+		real, ok := lf.real[k]
+		if !ok {
+			return nil, fmt.Errorf("input: %s: no such file", name)
+		}
+		b, err := bs.open(ctx, filepath.Dir(real))
+		if err != nil {
+			return nil, fmt.Errorf("input: %w", err)
+		}
+		locs[i] = location{b: b, key: filepath.Base(real), name: name}
 	}
 	return locs, nil
 }
