@@ -92,6 +92,7 @@ type Reader struct {
 	end      int64  // byte offset just past the current sample's last member (padded)
 	next     int64  // byte offset where the header of the member after the last one read starts
 	last     string // name of the last member archive/tar read, for errors
+	lastHdr  int64  // and the offset of its header
 	err      error
 	eof      bool
 }
@@ -182,9 +183,16 @@ func (r *Reader) readMember() (*member, error) {
 			if ioErr := r.cr.ioError(); ioErr != nil {
 				return nil, ioErr
 			}
+			if errors.Is(err, io.ErrUnexpectedEOF) && r.cr.n < r.next && r.last != "" {
+				// archive/tar met the end skipping the last member's data:
+				// name that member, not a header past the end.
+				return nil, &CorruptError{Member: r.last, Offset: r.lastHdr, Reason: fmt.Sprintf(
+					"archive ends before the member's data and padding end at offset %d (truncated, or a forged size in its header)", r.next),
+					Err: io.ErrUnexpectedEOF}
+			}
 			return nil, &CorruptError{Offset: before, Reason: "bad tar header", Err: err}
 		}
-		r.last = h.Name
+		r.last, r.lastHdr = h.Name, before
 		switch h.Typeflag {
 		case tar.TypeLink, tar.TypeSymlink, tar.TypeChar, tar.TypeBlock, tar.TypeDir, tar.TypeFifo:
 			r.next = r.cr.n // header-only types carry no data
