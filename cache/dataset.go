@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicedata/sluice/storage"
@@ -30,7 +31,8 @@ type File struct {
 	Compression string
 	// Verify, when set, checks the downloaded bytes: the compressed file
 	// when Zip is set, else the raw file (MosaicML's validate_hash). It
-	// reads r to the end and returns an error on mismatch.
+	// reads r to the end and returns an error on mismatch. Source.VerifyKey
+	// names the check.
 	Verify func(r io.Reader) error
 }
 
@@ -54,6 +56,12 @@ type Source struct {
 	Bucket storage.Bucket
 	// Shards lists the dataset's shards; a shard's ID is its index.
 	Shards []Shard
+	// VerifyKey names the check its Files' Verify make ("sha1" for
+	// validate_hash sha1; "" for none). A later registration of the same
+	// directory whose VerifyKey is new to it adds its checks to the
+	// downloads of the dataset (see checks.go); one with a key already
+	// registered adds nothing.
+	VerifyKey string
 	// KeepZip keeps compressed files after decompression (MosaicML's
 	// keep_zip). Always true for a local-only dataset.
 	KeepZip bool
@@ -99,6 +107,9 @@ type Dataset struct {
 	// its files in place, so evict passes over the others without a
 	// system call (see evict).
 	diskKnown bool
+
+	// later holds the checks of later registrations (checks.go).
+	later atomic.Pointer[laterChecks]
 
 	// onEvict (guarded by c.mu) is called with a shard this process
 	// evicted, after its files are deleted (see OnEvict).
@@ -275,6 +286,7 @@ func (c *Cache) Add(ctx context.Context, src *Source) (*Dataset, error) {
 	}
 	for _, o := range c.datasets {
 		if o.dir == d.dir { // added concurrently
+			o.addChecks(&s)
 			return o, nil
 		}
 	}
@@ -309,6 +321,7 @@ func (c *Cache) lookup(dir string, s *Source) (*Dataset, error) {
 		if !same {
 			return nil, fmt.Errorf("cache %s: directory %q is already registered with different shards", c.dir, s.Dir)
 		}
+		d.addChecks(s)
 		return d, nil
 	}
 	return nil, nil

@@ -150,14 +150,14 @@ func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand b
 	for k, s := range steps {
 		f := s.file
 		if !s.inflate {
-			if err := d.download(ctx, f.Raw, byRel[f.Raw], f.Verify, blk); err != nil {
+			if err := d.download(ctx, f.Raw, byRel[f.Raw], d.checks(shard, f), blk); err != nil {
 				return err
 			}
 			continue
 		}
 		if s.download {
 			zparts[k] = byRel[f.Zip]
-			if err := d.download(ctx, f.Zip, zparts[k], f.Verify, nil); err != nil {
+			if err := d.download(ctx, f.Zip, zparts[k], d.checks(shard, f), nil); err != nil {
 				return err
 			}
 		}
@@ -401,9 +401,9 @@ const (
 )
 
 // download fetches rel from the bucket into p with Attempts tries, each
-// bounded by AttemptTimeout, then runs verify. With blk set, the bytes go
-// to blk instead of p's file (see memGet).
-func (d *Dataset) download(ctx context.Context, rel string, p *part, verify func(io.Reader) error, blk []byte) error {
+// bounded by AttemptTimeout, then runs each of checks over its bytes.
+// With blk set, the bytes go to blk instead of p's file (see memGet).
+func (d *Dataset) download(ctx context.Context, rel string, p *part, checks []func(io.Reader) error, blk []byte) error {
 	var dst io.WriterAt
 	var src io.ReaderAt
 	if blk != nil {
@@ -441,7 +441,7 @@ func (d *Dataset) download(ctx context.Context, rel string, p *part, verify func
 	d.stats.downloads.Add(1)
 	d.c.stats.bytesFetched.Add(p.size)
 	d.stats.bytesFetched.Add(p.size)
-	if verify != nil {
+	for _, verify := range checks {
 		if err := verify(io.NewSectionReader(src, 0, p.size)); err != nil {
 			return fmt.Errorf("cache: validate %s: %w", d.where(rel), err)
 		}

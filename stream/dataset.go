@@ -322,7 +322,7 @@ func (d *Dataset) openStream(ctx context.Context, o *Options, s Stream) (*stream
 		return nil, errors.New("stream: download_retry 0 makes every download fail (it counts attempts, not retries)")
 	}
 	src := &cache.Source{
-		Dir: rel, Bucket: b, KeepZip: st.keepZip, Attempts: retry, AttemptTimeout: timeout,
+		Dir: rel, Bucket: b, KeepZip: st.keepZip, Attempts: retry, AttemptTimeout: timeout, VerifyKey: st.validate,
 		Decompress: func(comp string, dst io.Writer, r io.Reader, raw int64) error {
 			_, err := compress.DecompressStream(dst, r, familyOf(comp), raw)
 			return err

@@ -134,6 +134,28 @@ class MosaicArgsTest(helpers.AgentCase):
         with self.assertRaisesRegex(sluice.CorruptDataError, "checksum failure"):
             list(ds)
 
+    def test_validate_hash_of_a_later_dataset_over_the_same_local(self):
+        # Two datasets over one local, the first without validate_hash: the
+        # second's check applies to the shards downloaded after it opened
+        # (a shard already there is not checked again, as in MosaicML).
+        # Before, the first dataset's registration decided for both, and
+        # the damaged digests went unnoticed.
+        bad = os.path.join(self.tmp, "bad-digest-later")
+        helpers.write_ids(bad, 20, size_limit=400)
+        p = os.path.join(bad, "index.json")
+        with open(p) as f:
+            doc = json.load(f)
+        for sh in doc["shards"]:
+            sh["raw_data"]["hashes"] = {"sha1": "00" * 20}
+        with open(p, "w") as f:
+            json.dump(doc, f)
+        local = self.local()
+        first = sluice.StreamingDataset(remote=bad, local=local, batch_size=4)
+        self.assertEqual(first[0]["id"], 0)
+        ds = sluice.StreamingDataset(remote=bad, local=local, validate_hash="sha1", batch_size=4, download_retry=1)
+        with self.assertRaisesRegex(sluice.CorruptDataError, "checksum failure"):
+            list(ds)
+
     def test_layout_attributes(self):
         # MosaicML's per-shard and per-stream int64 arrays, over two
         # streams of 60 (5 shards) and 30 samples (3 shards).
