@@ -1,12 +1,24 @@
 package input
 
 import (
+	"bufio"
 	"context"
 	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
 )
+
+// skipBOM drops a UTF-8 byte order mark at the start of r, which Excel's
+// "CSV UTF-8" export writes (pandas and Python's utf-8-sig codec drop it);
+// left in, it would be part of the first column's name.
+func skipBOM(r io.Reader) io.Reader {
+	br := bufio.NewReader(r)
+	if b, err := br.Peek(3); err == nil && string(b) == "\ufeff" {
+		br.Discard(3)
+	}
+	return br
+}
 
 // csvFile reads the rows of one CSV or TSV file with a header line.
 type csvFile struct {
@@ -18,7 +30,7 @@ type csvFile struct {
 }
 
 func newCSVReader(r io.Reader, sep rune) *csv.Reader {
-	cr := csv.NewReader(r)
+	cr := csv.NewReader(skipBOM(r))
 	cr.Comma = sep
 	cr.ReuseRecord = false
 	if sep == '\t' {
