@@ -36,6 +36,9 @@ type column struct {
 	// nullDefault writes the encoding's zero value for a null (--nulls
 	// default) instead of failing with errNull.
 	nullDefault bool
+	// image is "jpeg" or "png" for those columns, whose stored bytes are
+	// checked (checkImageBytes).
+	image string
 }
 
 // errNull is the failure of a null or missing value in a column that
@@ -72,6 +75,9 @@ func newLayout(cols []input.Column, nullDefault bool) (*layout, error) {
 		switch c.Encoding {
 		case "bytes", "jpeg", "png":
 			col.fast = fastBytes
+			if c.Encoding != "bytes" {
+				col.image = c.Encoding
+			}
 		case "str":
 			col.fast = fastStr
 		case "int", "int64":
@@ -146,6 +152,11 @@ func (l *layout) appendRecord(dst []byte, row []input.Value) ([]byte, error) {
 
 func (c *column) appendValue(dst []byte, v *input.Value) ([]byte, error) {
 	if v.Kind == input.Bytes {
+		if c.image != "" {
+			if err := checkImageBytes(v.Bytes, c.image); err != nil {
+				return dst, err
+			}
+		}
 		return append(dst, v.Bytes...), nil // pass-through, as MosaicML does
 	}
 	if v.Kind == input.NDArray {

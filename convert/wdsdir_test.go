@@ -1,12 +1,16 @@
 package convert
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sluicedata/sluice/format"
+	"github.com/sluicedata/sluice/format/wds"
 	"github.com/sluicedata/sluice/storage/filestore"
 	"github.com/sluicedata/sluice/stream"
 )
@@ -85,4 +89,41 @@ func TestWebDatasetDirectoryOfLinks(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	runConvert(t, &Options{Input: links, Output: out})
 	checkTarSamples(t, readDataset(t, out), want)
+}
+
+// TestWebDatasetImageFieldsChecked: a WebDataset .jpg member becomes a
+// jpeg column, stored as it is; one that is not a JPEG (text, a PNG, a
+// header declaring more than fetch.MaxPixels) fails the conversion naming
+// the record, or is skipped as invalid with --skip-invalid. Before, it was
+// written ("PASSED, 0 skipped") and every reader failed on it during
+// training (sluice dump: "JPEG value: invalid JPEG format: missing SOI
+// marker").
+func TestWebDatasetImageFieldsChecked(t *testing.T) {
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	w := wds.NewWriter(&buf)
+	for i, img := range [][]byte{makeJPEG(t, 0, 8, 8), []byte("not a jpeg"), makePNG(t, 8, 8), hugeJPEGHeader()} {
+		if err := w.Write(fmt.Sprintf("s%d", i), map[string][]byte{"jpg": img, "cls": []byte("1")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "shard-000000.tar")
+	writeFile(t, in, buf.Bytes())
+	_, err := runConvertErr(t, &Options{Input: in, Output: filepath.Join(dir, "strict")})
+	if err == nil || !strings.Contains(err.Error(), "shard-000000.tar:2") || !strings.Contains(err.Error(), "not an image") {
+		t.Errorf("strict: %v, want an error naming record 2, not an image", err)
+	}
+	out := filepath.Join(dir, "skip")
+	rep := runConvert(t, &Options{Input: in, Output: out, SkipInvalid: true})
+	if got := readDataset(t, out); len(got) != 1 || rep.Failures["invalid"] != 3 {
+		t.Errorf("--skip-invalid: %d samples, failures %v; want 1 and 3 invalid", len(got), rep.Failures)
+	}
+}
+
+// hugeJPEGHeader is a JPEG whose frame header declares 60000x60000 pixels.
+func hugeJPEGHeader() []byte {
+	return []byte{0xff, 0xd8, 0xff, 0xc0, 0, 17, 8, 0xea, 0x60, 0xea, 0x60, 3, 1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1, 0xff, 0xd9}
 }
