@@ -139,31 +139,41 @@ func TestColdOpenAsksIndexWhileCacheOpens(t *testing.T) {
 // unreachable store could keep going for minutes of retries.
 func TestColdOpenCacheFailureEndsIndexRequest(t *testing.T) {
 	_, cb := memDataset(t, spec{samples: 20, payload: 64, sizeLimit: 4 << 10})
-	g := &indexGate{Bucket: cb, asked: make(chan struct{}, 1), hold: true, expired: make(chan struct{})}
-	reg := &storage.Registry{}
-	reg.Register("mem", func(context.Context, *url.URL) (storage.Bucket, error) { return g, nil })
-	root := t.TempDir()
-	// The cache's own directory is a file: its Open fails, while the
-	// index is not in the root, so it is asked for.
-	if err := os.WriteFile(filepath.Join(root, ".sluice"), []byte("not a directory"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ds, err := stream.Open(context.Background(), &stream.Options{Remote: "mem://data", Local: root, Registry: reg, BatchSize: 4})
-	if err == nil {
-		ds.Close()
-		t.Fatal("Open succeeded with its cache root a file")
-	}
-	select {
-	case <-g.asked:
-	default:
-		t.Fatalf("Open (%v) did not ask for the index while its cache opened", err)
-	}
-	select {
-	case <-g.expired:
-		t.Fatalf("Open waited for the held index request (%v)", err)
-	default:
-	}
-	if !errors.Is(err, syscall.ENOTDIR) {
-		t.Fatalf("Open: %v, want the cache's error (not a directory)", err)
+	// The cache's failure and the index request race: where the failure
+	// comes first, Open ends before the request was sent, and the run
+	// says nothing of the request. Runs are repeated until one where the
+	// request was in flight (1 run in 4-6 under -race at a load of ~13
+	// was the other kind).
+	for attempt := 1; ; attempt++ {
+		g := &indexGate{Bucket: cb, asked: make(chan struct{}, 1), hold: true, expired: make(chan struct{})}
+		reg := &storage.Registry{}
+		reg.Register("mem", func(context.Context, *url.URL) (storage.Bucket, error) { return g, nil })
+		root := t.TempDir()
+		// The cache's own directory is a file: its Open fails, while the
+		// index is not in the root, so it is asked for.
+		if err := os.WriteFile(filepath.Join(root, ".sluice"), []byte("not a directory"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := stream.Open(context.Background(), &stream.Options{Remote: "mem://data", Local: root, Registry: reg, BatchSize: 4})
+		if err == nil {
+			ds.Close()
+			t.Fatal("Open succeeded with its cache root a file")
+		}
+		if !errors.Is(err, syscall.ENOTDIR) {
+			t.Fatalf("Open: %v, want the cache's error (not a directory)", err)
+		}
+		select {
+		case <-g.expired:
+			t.Fatalf("Open waited for the held index request (%v)", err)
+		default:
+		}
+		select {
+		case <-g.asked:
+			return
+		default:
+		}
+		if attempt == 50 {
+			t.Fatalf("Open (%v) never asked for the index while its cache opened, in %d runs", err, attempt)
+		}
 	}
 }
