@@ -106,6 +106,8 @@ func benchWarmShuffled(b *testing.B, h *harness, n int64, limit string, payload,
 				var rec []byte
 				if e.Ref&agentapi.InlineFlag != 0 {
 					rec = r.Inline[e.Offset : e.Offset+uint64(e.Length)]
+				} else if r.Shards[e.Ref].Mem != 0 {
+					rec = r.Mapped[e.Ref][e.Offset : e.Offset+uint64(e.Length)]
 				} else {
 					rec = maps[r.Shards[e.Ref].Path][e.Offset : e.Offset+uint64(e.Length)]
 				}

@@ -49,8 +49,16 @@ type conn struct {
 	// next reply once the one that carried it is written.
 	scratch []byte
 	// mappers are the memory files of mapped copies (iteration_map.go)
-	// of ended iterations, for the next ones (guarded by mu).
+	// of ended iterations, for the next ones; nextMem is the id of the
+	// last file made; unmap lists the ids of files sent to the client
+	// and closed since the last batch reply, which tells the client
+	// (all three guarded by mu).
 	mappers []*mapper
+	nextMem int
+	unmap   []int
+	// sendMem is the memory file whose descriptor goes with the reply
+	// being written (nil: none). Only the serving goroutine touches it.
+	sendMem *mapper
 }
 
 // leased is a batch whose locations the client has not released yet.
@@ -109,10 +117,12 @@ func (a *Agent) serveConn(ctx context.Context, c *conn) {
 			return
 		}
 		header, body, err := c.handle(ctx, f)
-		tail, written := c.tail, c.written
-		c.tail, c.written = nil, nil
+		tail, written, mem := c.tail, c.written, c.sendMem
+		c.tail, c.written, c.sendMem = nil, nil, nil
 		if err != nil {
 			header, body, tail, written = errorReply(err), nil, nil, nil
+			mem.unsent()
+			mem = nil
 		}
 		size := len(body)
 		for _, p := range tail {
@@ -123,10 +133,17 @@ func (a *Agent) serveConn(ctx context.Context, c *conn) {
 			e := errorReply(err)
 			wbuf, _ = agentapi.AppendFrame(wbuf[:0], e, nil)
 			tail, written = nil, nil
+			mem.unsent()
+			mem = nil
 		} else {
 			wbuf = append(wbuf, body...)
 		}
-		if err := c.write(wbuf, tail); err != nil {
+		if mem != nil {
+			err = c.writeFD(wbuf, tail, mem.fd)
+		} else {
+			err = c.write(wbuf, tail)
+		}
+		if err != nil {
 			return
 		}
 		for _, b := range written {
@@ -492,7 +509,7 @@ func (c *conn) next(ctx context.Context, req agentapi.Next) (any, []byte, error)
 	if req.WaitMS > 0 {
 		wait = min(wait, time.Duration(req.WaitMS)*time.Millisecond)
 	}
-	if req.MapCopies && it.mapped.Load() == nil {
+	if req.MapCopies && it.copies && it.mapped.Load() == nil {
 		it.mapped.Store(c.mapper())
 	}
 	locs, done, err := it.take(ctx, n, wait)

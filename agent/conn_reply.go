@@ -1,8 +1,12 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"os"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sluicedata/sluice/agentapi"
 )
@@ -39,7 +43,7 @@ func (c *conn) reply(iter int, locs []location, done bool, inlineMax int) (any, 
 	// its records copied into a memory file are listed with that file.
 	type shardKey struct {
 		shard int
-		file  string
+		mem   int
 	}
 	refs := map[shardKey]uint32{}
 	body := make([]byte, 0, len(locs)*agentapi.EntrySize)
@@ -77,6 +81,7 @@ func (c *conn) reply(iter int, locs []location, done bool, inlineMax int) (any, 
 		run = -1
 	}
 	var copies []*copyBlock // the blocks of the copies sent, one for each
+	var send *mapper        // the memory file whose descriptor the reply sends
 	var kept []location
 	var files map[string]*os.File
 	defer func() {
@@ -92,14 +97,19 @@ func (c *conn) reply(iter int, locs []location, done bool, inlineMax int) (any, 
 	for i, l := range locs {
 		e := agentapi.Entry{Sample: l.sample, Length: uint32(l.length)}
 		key := shardKey{shard: l.shard}
-		if l.mapped {
-			key.file = l.path
+		if l.mem != nil && l.length > int64(inlineMax) {
+			// Listed with the memory file (one inline is listed with
+			// its shard).
+			key.mem = l.mem.id
+			if !l.mem.sent {
+				send = l.mem
+			}
 		}
 		ref, ok := refs[key]
 		if !ok {
 			ref = uint32(len(b.Shards))
 			refs[key] = ref
-			b.Shards = append(b.Shards, agentapi.BatchShard{Shard: l.shard, Size: l.size})
+			b.Shards = append(b.Shards, agentapi.BatchShard{Shard: l.shard, Size: l.size, Mem: key.mem})
 		}
 		switch {
 		case l.rec != nil:
@@ -113,6 +123,14 @@ func (c *conn) reply(iter int, locs []location, done bool, inlineMax int) (any, 
 				scratch = append(scratch, l.rec...)
 				small(len(l.rec))
 			}
+		case l.mem != nil && l.length <= int64(inlineMax):
+			// A copy in the memory file, small enough to send inline:
+			// read from the agent's mapping, and its block released.
+			start := len(scratch)
+			scratch = append(scratch, l.mem.mem[l.offset:l.offset+l.length]...)
+			e.Ref, e.Offset = ref|agentapi.InlineFlag, inline
+			small(len(scratch) - start)
+			l.release()
 		case l.length <= int64(inlineMax):
 			if files == nil {
 				files = map[string]*os.File{}
@@ -144,17 +162,49 @@ func (c *conn) reply(iter int, locs []location, done bool, inlineMax int) (any, 
 		body = agentapi.AppendEntry(body, e)
 	}
 	c.tail, c.written = tail, copies
+	if send != nil {
+		send.sent = true
+		b.MemFD = send.id
+		c.sendMem = send
+	}
+	c.mu.Lock()
 	if len(kept) > 0 {
-		c.mu.Lock()
 		c.nextBatch++
 		b.ID = c.nextBatch
 		c.batches[b.ID] = &leased{iter: iter, locs: kept}
-		c.mu.Unlock()
 	}
+	b.Unmap, c.unmap = c.unmap, nil
+	c.mu.Unlock()
 	c.a.mu.Lock()
 	c.a.samples += int64(len(locs))
 	c.a.mu.Unlock()
 	return b, body, nil
+}
+
+// writeFD writes a reply, frame and then tail, with the descriptor fd
+// attached to its first bytes (SCM_RIGHTS), which the client receives with
+// them. fd stays open.
+func (c *conn) writeFD(frame []byte, tail [][]byte, fd int) error {
+	uc, ok := c.nc.(*net.UnixConn)
+	if !ok {
+		return errors.New("agent: mapped copies need a unix socket")
+	}
+	n, oobn, err := uc.WriteMsgUnix(frame, unix.UnixRights(fd), nil)
+	if err != nil {
+		return fmt.Errorf("agent: send a memory file: %w", err)
+	}
+	if oobn == 0 {
+		return errors.New("agent: a memory file's descriptor was not sent")
+	}
+	bufs := make(net.Buffers, 0, 1+len(tail))
+	if n < len(frame) {
+		bufs = append(bufs, frame[n:])
+	}
+	bufs = append(bufs, tail...)
+	if len(bufs) > 0 {
+		_, err = bufs.WriteTo(c.nc)
+	}
+	return err
 }
 
 func releaseLocs(locs []location) {

@@ -30,10 +30,10 @@ type location struct {
 	// blk is the block rec was cut from (iteration_ahead.go): a reply
 	// that wrote rec calls its done.
 	blk *copyBlock
-	// mapped says the location is a copy in a memory file
-	// (iteration_map.go): path, size and offset name it there, and
-	// release drops the copy.
-	mapped bool
+	// mem is the memory file the location's copy is in
+	// (iteration_map.go), nil for the others: size and offset name it
+	// there (path is unset), and release drops the copy.
+	mem *mapper
 	// release drops the lease; it must be called exactly once.
 	release func()
 }
@@ -51,6 +51,9 @@ type iteration struct {
 	// copied counts the bytes of copied records (location.rec, or
 	// mapped) in ch.
 	copied atomic.Int64
+	// copies says the producer copies records ahead (a cache limit):
+	// only then does a client's MapCopies make a memory file.
+	copies bool
 	// mapped is the memory file copies are written to once the client
 	// asked to map them (agentapi.Next.MapCopies, iteration_map.go); the
 	// connection set it and takes it back when the iteration ends.
@@ -77,7 +80,7 @@ func startIteration(ep *stream.Epoch, worker int, skip int64, sizes []int64, ahe
 		return nil, err
 	}
 	it := &iteration{ch: make(chan location, iterBuffer), done: make(chan struct{}), cancel: cancel,
-		taken: make(chan struct{}, 1)}
+		taken: make(chan struct{}, 1), copies: ahead > 0 && readAhead}
 	go it.run(ctx, sit, skip, &producer{it: it, sizes: sizes, ahead: ahead, copy: readAhead, run: -1,
 		free: make(chan *copyBlock, copyFree)})
 	return it, nil
@@ -149,7 +152,7 @@ func (it *iteration) take(ctx context.Context, n int, wait time.Duration) ([]loc
 	// when they are mapped).
 	var copied int64
 	count := func(l location) {
-		if l.rec != nil || l.mapped {
+		if l.rec != nil || l.mem != nil {
 			copied += l.length
 			it.copied.Add(-l.length)
 		}

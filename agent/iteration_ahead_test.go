@@ -30,10 +30,12 @@ type reader struct {
 	leased  int // the most shards one reply leased (entries not inline)
 	done    bool
 	files   map[string][]byte
-	size    int  // the records' text size (recordText); 0: "sample N"
-	inline  int  // the requests' InlineMax
-	mapCopy bool // the requests' MapCopies
-	mapped  int  // records read from a memory file of copies (iteration_map.go)
+	size    int   // the records' text size (recordText); 0: "sample N"
+	inline  int   // the requests' InlineMax
+	mapCopy bool  // the requests' MapCopies
+	mapped  int   // records read from a memory file of copies (iteration_map.go)
+	mems    []int // the memory files' ids the replies listed, in order of first listing
+	memFDs  []int // the ids of the memory files whose descriptors came, in order
 }
 
 func newReader(t *testing.T, c *agentapi.Client, iter, max int) *reader {
@@ -131,6 +133,14 @@ func (r *reader) next() int {
 		r.t.Fatalf("next of iteration %d after %d samples: %v", r.iter, len(r.ids), err)
 	}
 	r.prev = b.ID
+	if b.MemFD != 0 {
+		r.memFDs = append(r.memFDs, b.MemFD)
+	}
+	for _, s := range b.Shards {
+		if s.Mem != 0 && !slices.Contains(r.mems, s.Mem) {
+			r.mems = append(r.mems, s.Mem)
+		}
+	}
 	if b.Done {
 		r.done = true
 		return 0
@@ -144,13 +154,12 @@ func (r *reader) next() int {
 		var rec []byte
 		if e.Ref&agentapi.InlineFlag != 0 {
 			rec = b.Inline[e.Offset : e.Offset+uint64(e.Length)]
+		} else if b.Shards[e.Ref].Mem != 0 {
+			r.mapped++
+			rec = b.Mapped[e.Ref][e.Offset : e.Offset+uint64(e.Length)]
 		} else {
 			p := b.Shards[e.Ref].Path
-			if isMappedCopies(p) {
-				r.mapped++
-			} else {
-				leased[e.Ref] = true
-			}
+			leased[e.Ref] = true
 			// Read while leased: the file may be evicted once released.
 			data, ok := files[p]
 			if !ok {

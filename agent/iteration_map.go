@@ -2,14 +2,7 @@ package agent
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync/atomic"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -25,11 +18,16 @@ import (
 // spent under a limit beyond the cached path (per sample: the producer's
 // copy out of the shard ~18 µs, the socket's write ~11 µs and read ~12
 // µs, against the cached client's one copy out of its mapping, ~23 µs
-// cold). A client that asks for mapped copies gets them written into
-// memory files (tmpfs, /dev/shm) that the reply lists as a shard's file,
-// as it lists a leased shard: the client maps the file and reads the
-// record from the mapping, as it reads a leased record, and the socket
-// carries only the entries.
+// cold). A client that asks for mapped copies gets them written into an
+// anonymous memory file (memfd_create: it has no name, in /dev/shm or
+// anywhere) whose descriptor travels to the client with the first reply
+// that lists it (SCM_RIGHTS, as the feed's batches, feed.go). A reply
+// lists the file as a shard's entry with the file's id on the connection
+// (agentapi.BatchShard.Mem) instead of a path; the client maps the
+// descriptor once and reads the records from the mapping, as it reads a
+// leased record, and the socket carries only the entries. Nothing is
+// named, so an agent or a client killed by SIGKILL leaves nothing behind:
+// the kernel frees the file with its last descriptor and mapping.
 //
 // The copies go into one memory file an iteration keeps, cut in blocks
 // that are reused: a block whose copies were all released (the client
@@ -38,23 +36,23 @@ import (
 // until its batch is released, as a leased record's shard is held until
 // then, and a client that keeps a view of one past that must copy it
 // first. One file, listed in every reply that carries copies, stays
-// mapped in the client from one reply to the next: a file a block
-// (unmapped by the client when a reply no longer listed it) cost the
-// client's munmap and page faults again at every block, and files written
-// once and unlinked at release cost their pages' allocation and freeing
-// (50 µs a 100 KB record for the write, 16 µs for the unmap: worse than
-// the socket). The file's path is never reused (the agent's pid and the
-// iteration's random name), so a client that keeps a path mapped never
-// sees another file under it. The file is unmapped and unlinked when the
-// iteration stops.
+// mapped in the client from one reply to the next and for the
+// connection's next iterations: a file a block (unmapped by the client
+// when a reply no longer listed it) cost the client's munmap and page
+// faults again at every block, and files written once and dropped at
+// release cost their pages' allocation and freeing (50 µs a 100 KB record
+// for the write, 16 µs for the unmap: worse than the socket). A file's id
+// is never reused on its connection; a file the agent drops while the
+// connection lives is named in the next reply's Unmap, for the client to
+// unmap.
 //
 // Bounds: an iteration's file holds mapLive blocks of mapChunk bytes (16
-// MiB of memory, mapped here); when no block is free, and wherever the
-// file cannot be created, the producer copies into its heap blocks as
-// before (copyBlock) and the reply carries those inline. So a client that
-// holds its batches and stops asking holds at most 16 MiB of an
-// iteration's memory, and no lease: a mapped copy holds none, as a heap
-// copy holds none.
+// MiB of memory, mapped here and in the client); when no block is free,
+// and wherever the file cannot be created, the producer copies into its
+// heap blocks as before (copyBlock) and the reply carries those inline.
+// So a client that holds its batches and stops asking holds at most 16
+// MiB of an iteration's memory, and no lease: a mapped copy holds none, as
+// a heap copy holds none.
 const (
 	// mapChunk is the size of a block.
 	mapChunk = 2 << 20
@@ -79,13 +77,10 @@ const (
 	// (BenchmarkAgentWarmShuffled/1MB: 278-316 µs a sample mapped against
 	// 238-276 leased, load 11-17), so those stay leased.
 	mapCopyMax = 512 << 10
-	// mapPrefix starts the names of the files: mapPrefix, the agent's pid
-	// and the iteration's random name.
-	mapPrefix = "sluice-copies-"
+	// mapName names the memory files in /proc/<pid>/fd and maps (as
+	// "/memfd:sluice-copies"); it is no path.
+	mapName = "sluice-copies"
 )
-
-// mapDir is where the files are created: a tmpfs on Linux.
-const mapDir = "/dev/shm"
 
 // mapBlock is a block of an iteration's memory file.
 type mapBlock struct {
@@ -110,8 +105,8 @@ func (b *mapBlock) done() {
 // mapper is an iteration's mapped copies: its producer writes them, and
 // stop closes it once the producer has exited.
 type mapper struct {
-	path   string // mapDir/mapPrefix<pid>-<random>
-	f      *os.File
+	id     int    // the file's id on its connection (agentapi.BatchShard.Mem), > 0
+	fd     int    // the memory file; -1 once closed
 	mem    []byte // the file, mapped here
 	blocks int    // blocks handed out so far (at most mapLive)
 	free   chan *mapBlock
@@ -119,28 +114,39 @@ type mapper struct {
 	// off says the file could not be created: heap copies only. Set by
 	// newMapper only, so read anywhere.
 	off bool
+	// sent says the client was sent the file's descriptor; only the
+	// connection's serving goroutine touches it.
+	sent bool
 }
 
-func newMapper() *mapper {
-	m := &mapper{path: filepath.Join(mapDir, fmt.Sprintf("%s%d-%016x", mapPrefix, os.Getpid(), rand.Uint64())),
-		free: make(chan *mapBlock, mapLive)}
-	f, err := os.OpenFile(m.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+// newMapper makes the memory file id of a connection's mapped copies; one
+// that could not be made is off (copies go to the heap).
+func newMapper(id int) *mapper {
+	m := &mapper{id: id, fd: -1, free: make(chan *mapBlock, mapLive)}
+	fd, err := unix.MemfdCreate(mapName, unix.MFD_CLOEXEC)
 	if err != nil {
 		m.off = true
 		return m
 	}
 	var mem []byte
-	if err = f.Truncate(mapSize); err == nil {
-		mem, err = unix.Mmap(int(f.Fd()), 0, mapSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err = unix.Ftruncate(fd, mapSize); err == nil {
+		mem, err = unix.Mmap(fd, 0, mapSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	}
 	if err != nil {
-		f.Close()
-		os.Remove(m.path)
+		unix.Close(fd)
 		m.off = true
 		return m
 	}
-	m.f, m.mem = f, mem
+	m.fd, m.mem = fd, mem
 	return m
+}
+
+// unsent says the reply that was to carry m's descriptor was not sent
+// (m nil: none was to): the next reply that lists m carries it.
+func (m *mapper) unsent() {
+	if m != nil {
+		m.sent = false
+	}
 }
 
 // pushMapped sends a copy of the current sample's record, rec, written
@@ -155,8 +161,8 @@ func (p *producer) pushMapped(ctx context.Context, m *mapper, sit *stream.Iterat
 	off := b.used
 	b.used += copy(b.mem[off:], rec)
 	b.refs.Add(1)
-	l := location{sample: sit.ID(), shard: shard, path: m.path, size: mapSize, offset: int64(b.base + off),
-		length: int64(len(rec)), mapped: true, release: b.done}
+	l := location{sample: sit.ID(), shard: shard, size: mapSize, offset: int64(b.base + off),
+		length: int64(len(rec)), mem: m, release: b.done}
 	p.it.copied.Add(int64(len(rec)))
 	select {
 	case p.it.ch <- l:
@@ -220,13 +226,15 @@ func (c *conn) mapper() *mapper {
 		c.mu.Unlock()
 		return m
 	}
+	c.nextMem++
+	id := c.nextMem
 	c.mu.Unlock()
-	sweepMapped()
-	return newMapper()
+	return newMapper(id)
 }
 
 // putMapper keeps m, an ended iteration's (nil: none), for the next, or
-// closes it. Every copy written in it has been released, buffered or sent.
+// closes it; the client is told to unmap a closed one it was sent. Every
+// copy written in it has been released, buffered or sent.
 func (c *conn) putMapper(m *mapper) {
 	if m == nil {
 		return
@@ -236,6 +244,8 @@ func (c *conn) putMapper(m *mapper) {
 	if !m.off && len(c.mappers) < mapIdle {
 		c.mappers = append(c.mappers, m)
 		m = nil
+	} else if m.sent {
+		c.unmap = append(c.unmap, m.id)
 	}
 	c.mu.Unlock()
 	if m != nil {
@@ -263,42 +273,15 @@ func (m *mapper) reset() {
 	m.free = make(chan *mapBlock, mapLive)
 }
 
-// close unmaps, closes and unlinks the file. The producer has exited; a
-// copy still referenced (a batch the client has not released yet) stays
-// readable through the client's mapping, not by path.
+// close unmaps and closes the file. The producer has exited; a copy still
+// referenced (a batch the client has not released yet) stays readable
+// through the client's mapping, which holds the file until it is unmapped.
 func (m *mapper) close() {
 	m.drop()
-	if m.f == nil {
+	if m.fd < 0 {
 		return
 	}
 	unix.Munmap(m.mem)
-	m.f.Close()
-	os.Remove(m.path)
-	m.mem, m.f = nil, nil
-}
-
-// sweepMapped removes the block files of agents that no longer run (one
-// killed before it unlinked them): memory files outlive their process.
-// Best effort; a pid reused by another process keeps its files until that
-// one ends.
-func sweepMapped() {
-	ents, err := os.ReadDir(mapDir)
-	if err != nil {
-		return
-	}
-	self := os.Getpid()
-	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), mapPrefix)
-		if !ok {
-			continue
-		}
-		pidText, _, _ := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidText)
-		if err != nil || pid == self || pid <= 0 {
-			continue
-		}
-		if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
-			os.Remove(filepath.Join(mapDir, e.Name()))
-		}
-	}
+	unix.Close(m.fd)
+	m.mem, m.fd = nil, -1
 }

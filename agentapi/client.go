@@ -31,6 +31,9 @@ type Client struct {
 	rbuf []byte // reused frame buffer; replies alias it until the next call
 	wbuf []byte
 	err  error // sticky transport error: the connection is unusable
+	// mems are the memory files of mapped copies the agent sent, mapped
+	// (client_mem.go), by id.
+	mems map[int][]byte
 }
 
 // ClientOptions tunes Dial. A nil *ClientOptions means the defaults.
@@ -81,12 +84,15 @@ func NewClient(ctx context.Context, conn net.Conn, opts *ClientOptions) (*Client
 }
 
 // Close closes the connection; the agent releases every lease it held.
+// The memory files of mapped copies are unmapped: no record read from
+// BatchReply.Mapped may be used after Close.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err == nil {
 		c.err = net.ErrClosed
 	}
+	c.unmapAll()
 	return c.conn.Close()
 }
 
@@ -112,6 +118,14 @@ type BatchReply struct {
 	Batch
 	Entries []Entry
 	Inline  []byte
+	// Mapped holds, for each of Shards that is in a memory file of
+	// mapped copies (BatchShard.Mem), the client's mapping of that file
+	// (nil for the others, and nil when none is): an entry of such a
+	// shard is Mapped[Ref][Offset:Offset+Length]. Its bytes hold until
+	// the batch is released (the agent rewrites the file after that);
+	// the mapping stays until the agent drops the file, after the
+	// iteration ended, or Close.
+	Mapped [][]byte
 }
 
 // Next returns the next samples of an iteration. A reply with no entries
@@ -130,12 +144,16 @@ func (c *Client) Get(ctx context.Context, req Get) (BatchReply, error) {
 func (c *Client) batch(ctx context.Context, req any) (BatchReply, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	f, err := c.roundTrip(ctx, req)
+	f, fds, err := c.roundTripFDs(ctx, req, true)
 	if err != nil {
 		return BatchReply{}, err
 	}
 	var out BatchReply
 	if err := decodeReply(f, OpBatch, &out.Batch); err != nil {
+		closeFDs(fds)
+		return BatchReply{}, err
+	}
+	if out.Mapped, err = c.takeMems(out.Batch, fds); err != nil {
 		return BatchReply{}, err
 	}
 	out.Entries, out.Inline, err = ParseEntries(out.Batch, f.Body)
@@ -179,15 +197,22 @@ func (c *Client) call(ctx context.Context, req any, want string, out any) error 
 
 // roundTrip sends req and reads the reply frame; c.mu is held.
 func (c *Client) roundTrip(ctx context.Context, req any) (Frame, error) {
+	f, _, err := c.roundTripFDs(ctx, req, false)
+	return f, err
+}
+
+// roundTripFDs is roundTrip that, with fds, also returns the descriptors
+// that came with the reply (open; the caller closes them); c.mu is held.
+func (c *Client) roundTripFDs(ctx context.Context, req any, fds bool) (Frame, []int, error) {
 	if c.err != nil {
-		return Frame{}, fmt.Errorf("agentapi: connection unusable: %w", c.err)
+		return Frame{}, nil, fmt.Errorf("agentapi: connection unusable: %w", c.err)
 	}
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(c.timeout)
 	}
 	if err := c.conn.SetDeadline(deadline); err != nil {
-		return Frame{}, c.fail(err)
+		return Frame{}, nil, c.fail(err)
 	}
 	stop := context.AfterFunc(ctx, func() {
 		// Wake a blocked read or write; the deadline error below is then
@@ -198,17 +223,22 @@ func (c *Client) roundTrip(ctx context.Context, req any) (Frame, error) {
 	var err error
 	c.wbuf, err = AppendFrame(c.wbuf[:0], req, nil)
 	if err != nil {
-		return Frame{}, err
+		return Frame{}, nil, err
 	}
 	if _, err := c.conn.Write(c.wbuf); err != nil {
-		return Frame{}, c.fail(ctxErr(ctx, err))
+		return Frame{}, nil, c.fail(ctxErr(ctx, err))
 	}
 	var f Frame
-	f, c.rbuf, err = ReadFrame(c.conn, c.rbuf)
-	if err != nil {
-		return Frame{}, c.fail(ctxErr(ctx, err))
+	var got []int
+	if fds {
+		f, c.rbuf, got, err = readReply(c.conn, c.rbuf)
+	} else {
+		f, c.rbuf, err = ReadFrame(c.conn, c.rbuf)
 	}
-	return f, nil
+	if err != nil {
+		return Frame{}, nil, c.fail(ctxErr(ctx, err))
+	}
+	return f, got, nil
 }
 
 func ctxErr(ctx context.Context, err error) error {

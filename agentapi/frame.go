@@ -131,6 +131,12 @@ func ReadFrame(r io.Reader, buf []byte) (Frame, []byte, error) {
 	if _, err := io.ReadFull(r, head[:]); err != nil {
 		return Frame{}, buf, err
 	}
+	return readFrameRest(r, head, buf)
+}
+
+// readFrameRest reads the rest of the frame whose length fields are head
+// from r, as ReadFrame.
+func readFrameRest(r io.Reader, head [frameHeadLen]byte, buf []byte) (Frame, []byte, error) {
 	total, hlen, err := parseLengths(head[:])
 	if err != nil {
 		return Frame{}, buf, err

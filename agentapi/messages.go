@@ -295,12 +295,14 @@ type Next struct {
 	// Release lists batches the client is done with.
 	Release []int64 `json:"release,omitempty"`
 	// MapCopies asks for the records the agent copies ahead under a
-	// cache limit in memory files the reply lists as a shard's Path
-	// (with that shard's index, the file's Size), to be mapped and read
-	// as a leased shard's records, rather than inline. Such a file is
-	// never rewritten and its path never reused; it is unlinked once
-	// the batches carrying its records are released. Agents before
-	// this field send them inline.
+	// cache limit in a memory file rather than inline: the reply lists
+	// the file as a shard entry with its Mem id (and that shard's index,
+	// the file's Size), and the first reply that lists a file carries its
+	// descriptor (Batch.MemFD, SCM_RIGHTS on the reply's first bytes), to
+	// be mapped once and read as a leased shard's records. The file has
+	// no name. A record's bytes hold until its batch is released; the
+	// file is rewritten after that, so a view kept longer must be copied
+	// first. Agents before this field send the records inline.
 	MapCopies bool `json:"map_copies,omitempty"`
 }
 
@@ -312,6 +314,10 @@ type BatchShard struct {
 	Path string `json:"path"`
 	// Size is the file's size in bytes.
 	Size int64 `json:"size"`
+	// Mem, when not 0, says the entries are in the connection's memory
+	// file of that id (Next.MapCopies), not in the shard's file: Path is
+	// empty.
+	Mem int `json:"mem,omitempty"`
 }
 
 // Batch is the header of a batch reply; the entries are in the body.
@@ -325,6 +331,13 @@ type Batch struct {
 	Shards []BatchShard `json:"shards"`
 	// Done reports the end of the iteration (no entries follow).
 	Done bool `json:"done"`
+	// MemFD is the id of the memory file (BatchShard.Mem) whose
+	// descriptor comes with this reply, attached to its first bytes as
+	// SCM_RIGHTS; 0 for none. The descriptor comes once a connection.
+	MemFD int `json:"mem_fd,omitempty"`
+	// Unmap lists memory files the agent dropped: their batches were
+	// all released, and the client unmaps them.
+	Unmap []int `json:"unmap,omitempty"`
 }
 
 // Release hands batches back.
