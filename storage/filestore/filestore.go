@@ -150,8 +150,20 @@ func (b *Bucket) fail(op, key string, err error) error {
 		// A path element is a file, or the key is a directory: no
 		// such object.
 		err = fmt.Errorf("%w: %w", storage.ErrNotExist, err)
+	case escapes(err):
+		// A symbolic link that leads out of the root: refused, and no
+		// other attempt changes that (the retry decorator took the
+		// unclassified error for a transient one, for minutes).
+		err = fmt.Errorf("%w: a symbolic link on the path leads outside %s: %w", storage.ErrPermission, b.dir, err)
 	}
 	return fmt.Errorf("filestore: %s %s: %w", op, b.URL(key), err)
+}
+
+// escapes reports whether err is os.Root's refusal of a path that leads
+// out of the root, which the os package does not export.
+func escapes(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && pe.Err != nil && pe.Err.Error() == "path escapes from parent"
 }
 
 // Stat implements storage.Bucket.
