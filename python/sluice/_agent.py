@@ -18,6 +18,9 @@ MAX_FRAME = 256 << 20
 MAX_HEADER = 4 << 20
 ENTRY = struct.Struct("<qIIQ")
 INLINE_FLAG = 1 << 31
+# The most descriptors a reply may carry (a batch's memory file of mapped
+# copies, a feed batch's memory file).
+MAX_FDS = 4
 
 _HEAD = struct.Struct("<II")
 _SOFTWARE = "sluice-python/" + _version.__version__
@@ -228,12 +231,29 @@ class Connection:
             self.close()
             raise errors.AgentError("connection to the agent failed: %s" % e) from None
 
-    def recv(self, want):
-        """Reads one reply: (header dict, body memoryview)."""
+    def _recv_head_fds(self, fds):
+        """Reads a reply's 8 length bytes with the descriptors that came
+        with them (SCM_RIGHTS), appended to fds: read without ancillary
+        data, the kernel would close them."""
+        head = b""
+        while len(head) < 8:
+            msg, got, flags, _ = socket.recv_fds(self.sock, 8 - len(head), MAX_FDS)
+            fds.extend(got)
+            if flags & getattr(socket, "MSG_CTRUNC", 8):
+                raise errors.ProtocolError("the agent sent more than %d descriptors with a reply" % MAX_FDS)
+            if not msg:
+                raise errors.AgentError("the agent closed the connection (it died or was stopped)")
+            head += msg
+        return head
+
+    def recv(self, want, fds=None):
+        """Reads one reply: (header dict, body memoryview). With fds (a
+        list), the descriptors that came with the reply are appended to
+        it, open: the caller closes them, also when recv raises."""
         if self.sock is None:
             raise errors.AgentError("connection to the agent is closed")
         try:
-            head = self._recv_exact(8)
+            head = self._recv_exact(8) if fds is None else self._recv_head_fds(fds)
             total, hlen = _HEAD.unpack(head)
             if total < 4 or total > MAX_FRAME or hlen > MAX_HEADER or hlen > total - 4 or hlen < 2:
                 raise errors.ProtocolError("malformed frame from the agent (length %d, header %d)" % (total, hlen))

@@ -94,7 +94,9 @@ def batches(ds, conn, begun, maps, private, world):
     from .dataset import StreamingDataset, routes_items
 
     hook = routes_items(ds, StreamingDataset)
-    req = {"op": "next", "iter": begun["iter"], "max": ds._fetch, "inline_max": ds._inline_max}
+    # Under a cache limit the records the agent copies ahead come in its
+    # memory file of mapped copies (see _take_mems) instead of inline.
+    req = {"op": "next", "iter": begun["iter"], "max": ds._fetch, "inline_max": ds._inline_max, "map_copies": True}
     # A DataLoader worker watches its parent: when the main process
     # dies the worker stops instead of waiting on as an orphan.
     parent = _worker.parent_pid() if private else None
@@ -107,7 +109,13 @@ def batches(ds, conn, begun, maps, private, world):
     prev = None
     last = time.monotonic()
     while True:
-        reply, body = conn.recv("batch")
+        fds = []
+        try:
+            reply, body = conn.recv("batch", fds)
+            _take_mems(reply, fds, maps)
+        finally:
+            for fd in fds:
+                os.close(fd)
         n = reply["n"]
         if n == 0:
             if reply.get("done"):
@@ -150,10 +158,23 @@ def batches(ds, conn, begun, maps, private, world):
         refs = []
         fresh = {}
         for s in shards:
-            p = s["path"]
-            m = maps.pop(p, None)
-            fresh[p] = m
+            mem = s.get("mem")
+            if mem:
+                # Mapped when its descriptor came (_take_mems); kept.
+                p = (_MEM, mem)
+                m = fresh.get(p)
+                if m is None:
+                    m = maps.pop(p, None)
+                if m is None or len(m) < s["size"]:
+                    raise errors.ProtocolError("memory file %r of mapped copies was not received" % mem)
+                fresh[p] = m
+            else:
+                p = s["path"]
+                m = maps.pop(p, None)
+                fresh[p] = m
             refs.append([p, s["size"], m, decoders[shard_schema[s["shard"]]]])
+        for p in [p for p in maps if type(p) is tuple]:
+            fresh[p] = maps.pop(p)
         _close_maps(maps)
         maps.update(fresh)
         for sid, ref, ln, off in entries:
@@ -177,6 +198,44 @@ def batches(ds, conn, begun, maps, private, world):
         if not pipelined:
             conn.send(dict(req, release=[prev]) if prev else req)
             prev = None
+
+
+# The key in maps of a memory file of mapped copies: (_MEM, its id).
+_MEM = "mem"
+
+
+def _take_mems(reply, fds, maps):
+    """Maps the memory file of mapped copies whose descriptor came with
+    reply (its "mem_fd"; the descriptors in fds, which the caller closes)
+    and unmaps those reply names in "unmap".
+
+    Under a cache limit the agent writes the records it copies ahead into
+    a memory file (memfd: no name, nothing left behind by a killed agent
+    or client) sent once a connection, and lists it in the replies as a
+    shard with its id ("mem"). A block of it is rewritten once the
+    batches of its records are released, so no decoded value may view
+    it: it is mapped read-only, where every decoder copies its value out
+    (bytes, str and numbers are new objects, an ndarray is copied unless
+    it views a writable, copy-on-write mapping (_map), which this never
+    is), and a record is decoded before its batch is released (the
+    release goes with the request after the next)."""
+    for mem in reply.get("unmap") or ():
+        m = maps.pop((_MEM, mem), None)
+        if m is not None:
+            _close_maps({0: m})
+    mem = reply.get("mem_fd")
+    if not mem:
+        if fds:
+            raise errors.ProtocolError("the agent sent %d descriptors with a batch that names no memory file" % len(fds))
+        return
+    if len(fds) != 1:
+        raise errors.ProtocolError("memory file %r came with %d descriptors, want 1" % (mem, len(fds)))
+    size = next((s["size"] for s in reply.get("shards") or () if s.get("mem") == mem), 0)
+    if not isinstance(size, int) or size <= 0 or (_MEM, mem) in maps:
+        raise errors.ProtocolError("memory file %r is not listed once with a size" % mem)
+    if os.fstat(fds[0]).st_size < size:
+        raise errors.ProtocolError("memory file %r is smaller than the %d bytes announced" % (mem, size))
+    maps[(_MEM, mem)] = mmap.mmap(fds[0], size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
 
 
 def _close_maps(maps):
