@@ -112,15 +112,10 @@ class MosaicArgsTest(helpers.AgentCase):
         with self.assertRaises(IndexError):
             ds[60]
 
-    def test_validate_hash_errors_are_value_errors(self):
-        # MosaicML raises ValueError for a hash the index does not carry and
-        # for a checksum failure; an unknown algorithm fails there too.
-        with self.assertRaisesRegex(ValueError, "bogus"):
-            sluice.StreamingDataset(remote=self.remote, local=self.local(), validate_hash="bogus", batch_size=4)
-        ds = sluice.StreamingDataset(remote=self.remote, local=self.local(), validate_hash="sha1", batch_size=4)
-        with self.assertRaisesRegex(ValueError, "no sha1 digest"):
-            list(ds)
-        bad = os.path.join(self.tmp, "bad-digest")
+    def bad_digests(self, name):
+        """A remote of 20 samples whose index gives every shard a wrong
+        sha1 digest."""
+        bad = os.path.join(self.tmp, name)
         helpers.write_ids(bad, 20, size_limit=400)
         p = os.path.join(bad, "index.json")
         with open(p) as f:
@@ -129,6 +124,17 @@ class MosaicArgsTest(helpers.AgentCase):
             sh["raw_data"]["hashes"] = {"sha1": "00" * 20}
         with open(p, "w") as f:
             json.dump(doc, f)
+        return bad
+
+    def test_validate_hash_errors_are_value_errors(self):
+        # MosaicML raises ValueError for a hash the index does not carry and
+        # for a checksum failure; an unknown algorithm fails there too.
+        with self.assertRaisesRegex(ValueError, "bogus"):
+            sluice.StreamingDataset(remote=self.remote, local=self.local(), validate_hash="bogus", batch_size=4)
+        ds = sluice.StreamingDataset(remote=self.remote, local=self.local(), validate_hash="sha1", batch_size=4)
+        with self.assertRaisesRegex(ValueError, "no sha1 digest"):
+            list(ds)
+        bad = self.bad_digests("bad-digest")
         ds = sluice.StreamingDataset(remote=bad, local=self.local(), validate_hash="sha1", batch_size=4,
                                      download_retry=1)
         with self.assertRaisesRegex(sluice.CorruptDataError, "checksum failure"):
@@ -140,15 +146,7 @@ class MosaicArgsTest(helpers.AgentCase):
         # (a shard already there is not checked again, as in MosaicML).
         # Before, the first dataset's registration decided for both, and
         # the damaged digests went unnoticed.
-        bad = os.path.join(self.tmp, "bad-digest-later")
-        helpers.write_ids(bad, 20, size_limit=400)
-        p = os.path.join(bad, "index.json")
-        with open(p) as f:
-            doc = json.load(f)
-        for sh in doc["shards"]:
-            sh["raw_data"]["hashes"] = {"sha1": "00" * 20}
-        with open(p, "w") as f:
-            json.dump(doc, f)
+        bad = self.bad_digests("bad-digest-later")
         local = self.local()
         first = sluice.StreamingDataset(remote=bad, local=local, batch_size=4)
         self.assertEqual(first[0]["id"], 0)
