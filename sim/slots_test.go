@@ -2,12 +2,9 @@ package sim_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/sluicedata/sluice/format"
 	"github.com/sluicedata/sluice/plan"
 	"github.com/sluicedata/sluice/sim"
 )
@@ -20,16 +17,7 @@ import (
 // 47 at 80-150 ms (47 at every step with 8 slots), and the real stream
 // followed its own pace the same way (46 measured against 45 once in CI).
 func TestSlotsPace(t *testing.T) {
-	src := t.TempDir()
-	writeMDS(t, src, 240, 4000, 80_000)
-	data, err := os.ReadFile(filepath.Join(src, format.IndexFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx, err := format.ParseIndex(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, idx, data := validationDataset(t)
 	seed := int64(7)
 	run := func(conc int, step time.Duration) *sim.Report {
 		rep, err := sim.Run(context.Background(), &sim.Config{

@@ -293,22 +293,30 @@ func within(errs *[]string, name string, got time.Duration, want float64) float6
 	return 0
 }
 
+// validationDataset writes the validation's dataset into a temporary
+// directory (13 shards of ~19 samples, ~77 KB each) and returns the
+// directory, its parsed index and the index's bytes.
+func validationDataset(t *testing.T) (dir string, idx *format.Index, data []byte) {
+	t.Helper()
+	dir = t.TempDir()
+	writeMDS(t, dir, 240, 4000, 80_000)
+	data, err := os.ReadFile(filepath.Join(dir, format.IndexFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if idx, err = format.ParseIndex(data); err != nil {
+		t.Fatal(err)
+	}
+	return dir, idx, data
+}
+
 // TestValidateAgainstS3 runs the real stream against the real S3 server
 // behind a latency and bandwidth shaper with a fixed step time, and
 // compares it with the simulation of the same run: bytes and requests
 // exactly, time to first batch, input wait and wall time within the
 // tolerance.
 func TestValidateAgainstS3(t *testing.T) {
-	src := t.TempDir()
-	writeMDS(t, src, 240, 4000, 80_000) // 13 shards of ~19 samples (~77 KB)
-	data, err := os.ReadFile(filepath.Join(src, format.IndexFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx, err := format.ParseIndex(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, idx, data := validationDataset(t)
 	seed := int64(7)
 	for _, tc := range []struct {
 		name    string
