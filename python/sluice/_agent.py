@@ -272,7 +272,7 @@ class Connection:
             reply = json.loads(bytes(view[:hlen]))
         except ValueError as e:
             raise errors.ProtocolError("bad reply header: %s" % e) from None
-        op = reply.get("op")
+        op = reply.get("op") if isinstance(reply, dict) else None
         if op == "error":
             raise errors.from_reply(reply.get("code"), reply.get("message", ""))
         if op != want:

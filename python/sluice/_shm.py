@@ -29,13 +29,11 @@ them wherever they are equivalent, also per sample in DataLoader worker
 processes; ``off`` never.
 """
 
-import json
 import mmap
 import os
-import socket
 import struct
 
-from . import _agent, _decode, _encoded, errors
+from . import _decode, _encoded, errors
 
 FEED_VERSION = 2
 ALIGN = 64
@@ -46,7 +44,6 @@ _DTYPE_SIZE = {
     "float16": 2, "float32": 4, "float64": 8,
 }
 _U64 = struct.Struct("<Q")
-_HEAD = struct.Struct("<II")
 
 
 def mode():
@@ -145,48 +142,12 @@ def eligible(ds, cls):
 def recv_reply(conn, want):
     """Reads one reply from conn and the descriptors that came with it:
     (header dict, [fds]). The caller owns the descriptors."""
-    sock = conn.sock
-    if sock is None:
-        raise errors.AgentError("connection to the agent is closed")
     fds = []
     try:
-        head = b""
-        while len(head) < 8:
-            msg, got, flags, _ = socket.recv_fds(sock, 8 - len(head), 4)
-            fds.extend(got)
-            if flags & getattr(socket, "MSG_CTRUNC", 8):
-                raise errors.ProtocolError("the agent sent more descriptors than a feed reply holds")
-            if not msg:
-                raise errors.AgentError("the agent closed the connection (it died or was stopped)")
-            head += msg
-        total, hlen = _HEAD.unpack(head)
-        if total < 4 or total > _agent.MAX_FRAME or hlen > _agent.MAX_HEADER or hlen > total - 4 or hlen < 2:
-            raise errors.ProtocolError("malformed frame from the agent (length %d, header %d)" % (total, hlen))
-        rest = conn._recv_exact(total - 4)
-    except socket.timeout:
+        reply, _ = conn.recv(want, fds)
+    except BaseException:
         _close_fds(fds)
-        conn.close()
-        raise errors.AgentError("the agent did not answer %r within %.0fs" % (want, conn.timeout)) from None
-    except errors.SluiceError:
-        _close_fds(fds)
-        conn.close()
         raise
-    except OSError as e:
-        _close_fds(fds)
-        conn.close()
-        raise errors.AgentError("connection to the agent failed: %s" % e) from None
-    try:
-        reply = json.loads(bytes(rest[:hlen]))
-    except ValueError as e:
-        _close_fds(fds)
-        raise errors.ProtocolError("bad reply header: %s" % e) from None
-    op = reply.get("op") if isinstance(reply, dict) else None
-    if op == "error":
-        _close_fds(fds)
-        raise errors.from_reply(reply.get("code"), reply.get("message", ""))
-    if op != want:
-        _close_fds(fds)
-        raise errors.ProtocolError("reply op %r, want %r" % (op, want))
     return reply, fds
 
 
