@@ -38,3 +38,20 @@ func TestCSVByteOrderMark(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONLByteOrderMark converts a JSON-lines file saved as "UTF-8 with
+// BOM" (Windows editors' default): its records are read as without the
+// mark. Before, its first line failed: "invalid JSON at byte 0: want a
+// JSON object".
+func TestJSONLByteOrderMark(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "bom.jsonl")
+	writeFile(t, in, []byte("\ufeff{\"id\": 1, \"text\": \"a\"}\r\n{\"id\": 2, \"text\": \"b\"}\r\n"))
+	out := filepath.Join(dir, "out")
+	if _, err := runConvertErr(t, &Options{Input: in, Output: out}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]format.Sample{{"id": int64(1), "text": "a"}, {"id": int64(2), "text": "b"}}, readDataset(t, out)); diff != "" {
+		t.Errorf("samples (-want +got):\n%s", diff)
+	}
+}

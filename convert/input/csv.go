@@ -10,14 +10,20 @@ import (
 )
 
 // skipBOM drops a UTF-8 byte order mark at the start of r, which Excel's
-// "CSV UTF-8" export writes (pandas and Python's utf-8-sig codec drop it);
-// left in, it would be part of the first column's name.
+// "CSV UTF-8" export and Windows editors' "UTF-8 with BOM" write (pandas
+// and Python's utf-8-sig codec drop it); left in, it would be part of a
+// CSV's first column name, or make a JSON-lines file's first line invalid.
 func skipBOM(r io.Reader) io.Reader {
 	br := bufio.NewReader(r)
+	dropBOM(br)
+	return br
+}
+
+// dropBOM discards a UTF-8 byte order mark at br's current position.
+func dropBOM(br *bufio.Reader) {
 	if b, err := br.Peek(3); err == nil && string(b) == "\ufeff" {
 		br.Discard(3)
 	}
-	return br
 }
 
 // csvFile reads the rows of one CSV or TSV file with a header line.

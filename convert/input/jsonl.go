@@ -29,7 +29,9 @@ func openJSONLFile(ctx context.Context, l location) (fileReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("input: open %s: %w", l.name, err)
 	}
-	return &jsonlFile{name: l.name, rc: rc, br: bufio.NewReaderSize(rc, 1<<20)}, nil
+	br := bufio.NewReaderSize(rc, 1<<20)
+	dropBOM(br)
+	return &jsonlFile{name: l.name, rc: rc, br: br}, nil
 }
 
 func (f *jsonlFile) read(ctx context.Context, dst []Item, limit int) ([]Item, error) {
