@@ -56,6 +56,15 @@ type Dataset struct {
 	// its shards' headers (small-member tars whole) and caches the index
 	// it builds, IndexBytes.
 	OpenBytes int64
+	// IndexStampBytes is the size of what stream stores beside the
+	// cached index.json once it is written: the store's ETag of it
+	// (index.json.etag; 34 bytes on S3, none for a tar dataset or a store
+	// without ETags). It counts against the cache limit from the start,
+	// as the real stamp does from its write (a background write right
+	// after the index's, before the first shard is in), but not in the
+	// prefetch budget, which stream computes from the index alone. With
+	// several streams, every stream's.
+	IndexStampBytes int64
 }
 
 // openBytes is what opening d downloads.
@@ -265,6 +274,9 @@ func (c *Config) validate() error {
 	}
 	if c.Epochs < 0 || c.IndexRequests < 0 || c.Predownload < 0 || c.CacheLimit < 0 || c.PrefetchConcurrency < 0 || c.DecodeCost < 0 || c.PrefetchFactor < 0 {
 		return fmt.Errorf("%w: epochs, predownload, cache limit, prefetch concurrency, prefetch factor and decode cost must not be negative", ErrInvalid)
+	}
+	if c.Dataset.IndexBytes < 0 || c.Dataset.OpenBytes < 0 || c.Dataset.IndexStampBytes < 0 {
+		return fmt.Errorf("%w: the index's sizes must not be negative", ErrInvalid)
 	}
 	if c.Store.Latency < 0 || c.Store.BandwidthPerNode < 0 || c.Store.BandwidthTotal < 0 {
 		return fmt.Errorf("%w: latency and bandwidths must not be negative", ErrInvalid)

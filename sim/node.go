@@ -155,8 +155,8 @@ func newNode(c *Config, id int) *node {
 	nd.horizon = int64(max(2*c.predownload(), 1024)) * int64(c.consumers())
 	nd.budget = prefetchBudget(c, c.consumers())
 	// The index is fetched (or built from the shards' headers) first and
-	// stays in the cache.
-	nd.usage = c.Dataset.IndexBytes
+	// stays in the cache, with its ETag stamp.
+	nd.usage = c.Dataset.IndexBytes + c.Dataset.IndexStampBytes
 	nd.peak = nd.usage
 	nd.requests = int64(c.indexRequests())
 	nd.bytes = c.Dataset.openBytes()

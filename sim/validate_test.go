@@ -293,6 +293,30 @@ func within(errs *[]string, name string, got time.Duration, want float64) float6
 	return 0
 }
 
+// indexStampBytes uploads the dataset in src and returns the size of the
+// S3 server's ETag of its index.json: what stream stores beside the
+// cached index (sim.Dataset.IndexStampBytes; sluice simulate learns it
+// from the index's GET).
+func indexStampBytes(t *testing.T, src string) int64 {
+	t.Helper()
+	s := uploadShaped(t, src, &sim.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := s.reg.Open(ctx, "shaped://validate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	info, err := b.Stat(ctx, format.IndexFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.ETag == "" {
+		t.Fatalf("the S3 server gave %s no ETag", format.IndexFile)
+	}
+	return int64(len(info.ETag))
+}
+
 // validationDataset writes the validation's dataset into a temporary
 // directory (13 shards of ~19 samples, ~77 KB each) and returns the
 // directory, its parsed index and the index's bytes.
@@ -318,6 +342,11 @@ func validationDataset(t *testing.T) (dir string, idx *format.Index, data []byte
 func TestValidateAgainstS3(t *testing.T) {
 	src, idx, data := validationDataset(t)
 	seed := int64(7)
+	stamp := indexStampBytes(t, src)
+	var foot int64
+	for _, sh := range idx.Shards {
+		foot = max(foot, sh.RawData.Bytes)
+	}
 	for _, tc := range []struct {
 		name    string
 		shuffle bool
@@ -360,6 +389,13 @@ func TestValidateAgainstS3(t *testing.T) {
 		// a 30 ms step, 47 at 80 ms; 46 against 45 once in CI at load
 		// ~15). 47 requests, as with eight slots.
 		{"evicting-2-slots", true, 30 * time.Millisecond, 2, true, 420_000, 0, false, false, false},
+		// A limit of exactly the index and 5 shards: the index's ETag
+		// stamp (index.json.etag, 34 bytes on S3, written beside the
+		// index as it is cached) leaves room for 4 shards and a part of
+		// a fifth, where the index alone would leave 5. 50 requests
+		// measured against 47 simulated when the model counted the index
+		// alone.
+		{"evicting-stamp", true, 30 * time.Millisecond, 8, true, int64(len(data)) + 5*foot, 0, false, false, false},
 		// The agent's shape: one iterator (and prefetcher) per DataLoader
 		// worker, each over its own order, sharing the cache and the link,
 		// each worker reading up to prefetch_factor (2) batches ahead of
@@ -408,7 +444,7 @@ func TestValidateAgainstS3(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &sim.Config{
-				Dataset:             sim.DatasetFromIndex(idx, int64(len(data)), false),
+				Dataset:             validationSimDataset(idx, data, stamp),
 				Plan:                plan.Options{BatchSize: 10, Shuffle: tc.shuffle, ShuffleAlgo: plan.AlgoPy1s, ShuffleSeed: &seed},
 				Shape:               plan.Shape{Nodes: 1, RanksPerNode: 1, WorkersPerRank: max(tc.workers, 1)},
 				RankIterator:        tc.workers == 0,
@@ -487,6 +523,14 @@ func TestValidateAgainstS3(t *testing.T) {
 			}
 		})
 	}
+}
+
+// validationSimDataset is the model's dataset of the validation's index
+// (data, parsed as idx) cached from S3 with its ETag stamp.
+func validationSimDataset(idx *format.Index, data []byte, stamp int64) sim.Dataset {
+	d := sim.DatasetFromIndex(idx, int64(len(data)), false)
+	d.IndexStampBytes = stamp
+	return d
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }

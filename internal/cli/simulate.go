@@ -333,6 +333,7 @@ func simulateDataset(ctx context.Context, e *env, f *simulateFlags, args []strin
 			}
 			src.ds.Shards = append(src.ds.Shards, d.Shards...)
 			src.ds.IndexBytes += d.IndexBytes
+			src.ds.IndexStampBytes += d.IndexStampBytes
 			ob := d.OpenBytes // 0: the index's size
 			if ob == 0 {
 				ob = d.IndexBytes
@@ -395,6 +396,7 @@ func simIndexDataset(ctx context.Context, e *env, src string, keepZip bool) (sim
 		return sim.Dataset{}, 0, fmt.Errorf("simulate: %s: %w", name, err)
 	}
 	d := sim.DatasetFromIndex(idx, int64(len(data)), keepZip)
+	d.IndexStampBytes = open.stamp
 	if open.bytes != d.IndexBytes {
 		d.OpenBytes = open.bytes // a tar dataset's: its index's (or a scan's), not the selection's it caches
 	}
@@ -445,7 +447,9 @@ func readIndexFile(ctx context.Context, e *env, src string) (data []byte, name s
 	if err != nil {
 		return nil, "", simOpen{}, fmt.Errorf("simulate: %w", err)
 	}
-	return data, d.bucket.URL(format.IndexFile), cb.open(), nil
+	open = cb.open()
+	open.stamp = cb.indexStamp(ctx, d.bucket, int64(len(data)))
+	return data, d.bucket.URL(format.IndexFile), open, nil
 }
 
 // simulateConfig builds the base configuration from the flags.

@@ -57,6 +57,8 @@ type countingBucket struct {
 	// (storage.InfoReader), scanned: a shard was read (a tar index built
 	// from the shards' headers).
 	indexRead, told, scanned atomic.Bool
+	// etag is the ETag index.json's response told (told).
+	etag atomic.Pointer[string]
 }
 
 func (b *countingBucket) Stat(ctx context.Context, key string) (storage.ObjectInfo, error) {
@@ -80,8 +82,11 @@ func (b *countingBucket) NewRangeReader(ctx context.Context, key string, off, le
 		b.scanned.Store(true)
 	case err == nil:
 		b.indexRead.Store(true)
-		_, told := storage.ReaderInfo(r)
+		info, told := storage.ReaderInfo(r)
 		b.told.Store(told)
+		if told {
+			b.etag.Store(&info.ETag)
+		}
 	}
 	return r, err
 }
@@ -108,6 +113,9 @@ func (r *countingReader) ObjectInfo() (storage.ObjectInfo, bool) {
 type simOpen struct {
 	requests int
 	bytes    int64 // 0: the index's size
+	// stamp is the size of the ETag stream stores beside the cached
+	// index (sim.Dataset.IndexStampBytes).
+	stamp int64
 }
 
 // open is what stream.Open costs the store for the index on a fresh
@@ -120,4 +128,25 @@ func (b *countingBucket) open() simOpen {
 		n++
 	}
 	return simOpen{requests: n, bytes: b.read.Load()}
+}
+
+// indexStamp returns the size of the stamp stream.Open stores beside the
+// index.json it cached from b (sim.Dataset.IndexStampBytes): the store's
+// ETag of it, as its GET's response told or, where that did not (GCS),
+// as the Stat stream sends then says (that Stat is sent to plain, which
+// counts nothing: open counts it). A tar dataset's index gets none, nor
+// does a store without ETags; a failed Stat is the stream's best effort
+// failing too.
+func (b *countingBucket) indexStamp(ctx context.Context, plain storage.Bucket, size int64) int64 {
+	if !b.indexRead.Load() || b.scanned.Load() {
+		return 0
+	}
+	if p := b.etag.Load(); p != nil && b.told.Load() {
+		return int64(len(*p))
+	}
+	info, err := plain.Stat(ctx, format.IndexFile)
+	if err != nil || info.Size != size {
+		return 0
+	}
+	return int64(len(info.ETag))
 }
