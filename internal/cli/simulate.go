@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -148,8 +149,11 @@ type simulateRun struct {
 }
 
 func runSimulate(ctx context.Context, e *env, f *simulateFlags, args []string) error {
-	if f.batchSize <= 0 {
+	if f.batchSize == 0 {
 		return errors.New("simulate: --batch-size is required")
+	}
+	if f.batchSize < 0 {
+		return fmt.Errorf("simulate: --batch-size %d: must be at least 1", f.batchSize)
 	}
 	src, err := simulateDataset(ctx, e, f, args)
 	if err != nil {
@@ -171,8 +175,11 @@ func runSimulate(ctx context.Context, e *env, f *simulateFlags, args []string) e
 	key, values := "", []string{""}
 	if f.vary != "" {
 		k, v, ok := strings.Cut(f.vary, "=")
-		if !ok || v == "" {
-			return fmt.Errorf("simulate: --vary %q: want KEY=V1,V2 (comma-separated values)", f.vary)
+		if !ok || v == "" || k == "" {
+			return fmt.Errorf("simulate: --vary %q: want KEY=V1,V2 (comma-separated values; keys: %s)", f.vary, strings.Join(simVaryKeys(), ", "))
+		}
+		if !slices.Contains(simVaryKeys(), k) {
+			return fmt.Errorf("simulate: --vary: unknown key %q (keys: %s)", k, strings.Join(simVaryKeys(), ", "))
 		}
 		key, values = k, splitVary(k, v)
 		if len(values) > simMaxVary {
@@ -487,15 +494,24 @@ func simulateConfig(f *simulateFlags, ds *sim.Dataset) (*sim.Config, error) {
 	return c, nil
 }
 
+// simVaryKeys returns the keys --vary takes (applyVary).
+func simVaryKeys() []string {
+	return []string{"cache_limit", "shuffle_algo", "shuffle_block_size", "num_canonical_nodes", "predownload",
+		"nodes", "batch_size", "workers_per_rank", "prefetch_factor", "step_time", "bandwidth_per_node", "bandwidth_total", "latency"}
+}
+
 // applyVary sets one --vary key on c.
 func applyVary(c *sim.Config, key, v string) error {
 	bad := func(err error) error { return fmt.Errorf("simulate: --vary %s=%s: %w", key, v, err) }
 	atoi := func() (int, error) {
-		n, err := strconv.Atoi(v)
-		if err == nil && n < 0 {
-			err = errors.New("negative")
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a whole number", v)
 		}
-		return n, err
+		if n < 0 {
+			return 0, errors.New("negative")
+		}
+		return n, nil
 	}
 	var err error
 	var n int
@@ -506,7 +522,9 @@ func applyVary(c *sim.Config, key, v string) error {
 		c.Plan.ShuffleAlgo = v
 	case "shuffle_block_size":
 		var b int64
-		b, err = plan.ParseEpochSize(v)
+		if b, err = plan.ParseEpochSize(v); err != nil {
+			err = fmt.Errorf("%q is not a sample count (%q, %q)", v, "262144", "1m")
+		}
 		c.Plan.ShuffleBlockSize = b
 	case "num_canonical_nodes":
 		n, err = atoi()

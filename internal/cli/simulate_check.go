@@ -76,6 +76,13 @@ func checkSimulateConfig(c *sim.Config, maxMemory int64, setting string) error {
 	if setting != "" {
 		where = "simulate: --vary " + setting + ": "
 	}
+	if c.Shape.Nodes < 1 || c.Shape.RanksPerNode < 1 || c.Shape.WorkersPerRank < 1 {
+		return fmt.Errorf("%s--nodes %d, --ranks-per-node %d, --workers-per-rank %d: each must be at least 1",
+			where, c.Shape.Nodes, c.Shape.RanksPerNode, c.Shape.WorkersPerRank)
+	}
+	if c.Plan.BatchSize < 1 {
+		return fmt.Errorf("%s--batch-size %d: must be at least 1", where, c.Plan.BatchSize)
+	}
 	if c.Epochs < 1 {
 		return fmt.Errorf("%s--epochs %d: at least 1 epoch must be played", where, c.Epochs)
 	}
