@@ -5,7 +5,8 @@ import warnings
 
 from . import _agent, _encoded, _iteration, _layout, _worker, _world, errors
 from . import images as _images
-from .stream import Stream, _abs_location, _check_download_args, _check_stream_class, _derived_local, _plain, _size_str  # noqa: F401
+from .stream import (Stream, _abs_location, _check_download_args, _check_locals, _check_stream_class,  # noqa: F401
+                     _check_weights, _derived_local, _plain, _size_str)
 
 try:
     from torch.utils.data import IterableDataset as _Base
@@ -113,6 +114,12 @@ class StreamingDataset(_layout.Layout, _Base):
         _check_download_args(download_retry, download_timeout)
         if sampling_granularity <= 0:
             raise ValueError("sampling_granularity must be > 0")
+        # MosaicML checks these two before reading any index.
+        if sampling_method not in ("balanced", "fixed"):
+            raise ValueError("sampling_method must be 'balanced' or 'fixed', got %r" % (sampling_method,))
+        if batching_method not in ("random", "stratified", "per_stream", "device_per_stream"):
+            raise ValueError("batching_method must be 'random', 'stratified', 'per_stream' or 'device_per_stream', "
+                             "got %r" % (batching_method,))
         if replication is not None and replication < 1:
             raise ValueError("replication must be >= 1")
         if batch_size is not None:
@@ -186,6 +193,8 @@ class StreamingDataset(_layout.Layout, _Base):
         for st in self.streams:
             st._apply_default({"split": split, "download_retry": download_retry, "download_timeout": download_timeout,
                                "validate_hash": validate_hash, "keep_zip": keep_zip})
+        _check_weights(self.streams)
+        _check_locals(self.streams)
         self._agent_dir = agent_dir
         self._timeout = float(timeout)
         if stall_timeout is None:

@@ -75,7 +75,8 @@ class Stream:
         _check_download_args(download_retry, download_timeout)
         self.remote = remote
         self.local = local
-        self.split = split
+        # MosaicML's Stream holds split or '' from the start.
+        self.split = split or ""
         self.proportion = proportion
         self.repeat = repeat
         self.choose = choose
@@ -149,3 +150,45 @@ def _check_stream_class(st):
             "custom Stream subclasses are not supported: %s overrides %s, which Sluice would never call "
             "(the agent reads the stream); use sluice.Stream and transform samples in a StreamingDataset "
             "subclass's __getitem__" % (type(st).__name__, ", ".join(overridden)))
+
+
+def _check_weights(streams):
+    """MosaicML's rule for stream weights, checked (as MosaicML does)
+    before any index is read: stream 0 decides whether the streams are
+    weighted relatively (proportion) or absolutely (repeat, choose or no
+    weight), and every stream must be weighted the same way. The weights
+    checked are those the user gave: a Stream an earlier dataset resolved
+    holds all three."""
+    given = [getattr(st, "_given", (st.proportion, st.repeat, st.choose)) for st in streams]
+    relative = bool(given) and given[0][0] is not None
+    for i, (proportion, repeat, choose) in enumerate(given):
+        if (proportion is not None) != relative:
+            how = ("proportion=%r" % proportion if proportion is not None else "repeat=%r" % repeat
+                   if repeat is not None else "choose=%r" % choose if choose is not None else "no weight")
+            raise ValueError(
+                "stream weights: a proportion (relative) cannot be mixed with repeat, choose or no weight "
+                "(absolute), but stream %d has %s where stream 0 is weighted %s; weight every stream by "
+                "proportion, or none" % (i, how, "relatively" if relative else "absolutely"))
+
+
+def _check_locals(streams):
+    """Refuses two streams whose samples would share one local directory
+    (local joined with split) while coming from different places (remote
+    and split): they would share its index.json and shard files, and the
+    second stream could be served the first's shards. MosaicML refuses any
+    reuse (ValueError); Sluice takes one remote read twice, which is the
+    same data. Streams are checked after the dataset's defaults (split)
+    were applied; a stream without local is cached where the agent
+    chooses."""
+    seen = {}
+    for i, st in enumerate(streams):
+        if not st.local:
+            continue
+        where = os.path.normpath(os.path.join(_abs_location(st.local), st.split or ""))
+        source = (_abs_location(st.remote) if st.remote else None, st.split or "")
+        first = seen.setdefault(where, (i, source))
+        if first[1] != source:
+            raise ValueError(
+                "streams %d and %d use the same local directory %s for different data (remote %s and %s): "
+                "their index.json and shards would overwrite each other; give each stream its own local"
+                % (first[0], i, where, first[1][0], source[0]))
