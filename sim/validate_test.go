@@ -357,7 +357,8 @@ func TestValidateAgainstS3(t *testing.T) {
 		workers int   // DataLoader workers, one iterator each (0: one rank iterator)
 		// bytesOnly asserts the bytes alone: the timings are logged.
 		bytesOnly bool
-		// noFirst does not assert the time to first batch (logged).
+		// noFirst asserts the time to first batch against the mean of
+		// the race of the burst it is in (burstRace), not the simulation.
 		noFirst bool
 		// ordered takes the workers' shard changes in turn
 		// (stream.Options.OrderAdmissions).
@@ -427,19 +428,21 @@ func TestValidateAgainstS3(t *testing.T) {
 		// the first batch (stream's planKnown): taken before, as the
 		// mapping raced it, its walk fetched that batch's shards alone
 		// (40 requests measured against 39 in 1-3 runs of 8 under -race).
-		// The time to first batch is logged, not asserted: the first
-		// batch's two shards are among the seven requests both workers'
-		// first turns send at once (each walk's three fetches ahead and
-		// worker 0's demand fetch), in an order on the link that is a
-		// race, which the model takes in the workers' order (269 ms
-		// simulated; 194-700 ms measured in 93 attempts of this row and
-		// the next, median 442 ms, 27 past the tolerance).
+		// The time to first batch is asserted against the race's mean,
+		// not the simulation: the first batch's two shards are among the
+		// (up to) seven requests both workers' first turns send at once
+		// (each walk's three fetches ahead and worker 0's demand fetch),
+		// in an order on the link that is a race, which the model takes
+		// in the workers' order (269 ms simulated, the best case; 194-700
+		// ms measured in 93 attempts of this row and the next, median 442
+		// ms, 27 past the tolerance around 269 ms). burstRace gives the
+		// mean for the burst each run sends (~450 ms for 7).
 		{"workers-evicting-ordered-800k", true, 30 * time.Millisecond, 8, true, 800_000, 2, false, true, true},
 		// The same with two fetch slots: taking turns, the slots do not
 		// bound what a worker's walk admits in its turn (how many of its
 		// downloads were still running there was timing: 35-36 measured
-		// against 34 simulated before). The time to first batch is logged,
-		// as in the row above.
+		// against 34 simulated before). The time to first batch is
+		// asserted as in the row above.
 		{"workers-evicting-ordered-2-slots", true, 30 * time.Millisecond, 2, true, 800_000, 2, false, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -492,9 +495,21 @@ func TestValidateAgainstS3(t *testing.T) {
 					checkStart(t, idx, c, m)
 				}
 				timing = timing[:0]
-				e1 := within(&timing, "time to first batch", m.firstBatch, rep.TimeToFirstBatchS)
+				e1 := math.NaN()
 				if tc.noFirst {
-					timing = timing[:0]
+					// The first batch's shards are in a burst whose order
+					// on the link is a race: its mean, measured from this
+					// run's burst (burstRace), within the tolerance.
+					want, lo, hi, k, need, ok := burstRace(t, idx, c, m)
+					if !ok {
+						timing = append(timing, fmt.Sprintf("the first batch's %d shards are not all in the burst of %d requests at the start", need, k))
+					} else {
+						e1 = within(&timing, "time to first batch (the burst's race)", m.firstBatch, want.Seconds())
+						t.Logf("first batch %s: %d of a burst of %d, expected %s (best %s, worst %s); simulated %.3fs (the workers' order)",
+							m.firstBatch, need, k, want, lo, hi, rep.TimeToFirstBatchS)
+					}
+				} else {
+					e1 = within(&timing, "time to first batch", m.firstBatch, rep.TimeToFirstBatchS)
 				}
 				e3 := within(&timing, "wall", m.elapsed, rep.WallS)
 				e2 := math.NaN()
