@@ -559,40 +559,14 @@ func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 // or not, as the goroutines raced: 3-4 requests for 2 workers).
 func checkStart(t *testing.T, idx *format.Index, c *sim.Config, m measured) {
 	t.Helper()
-	sizes := make([]int64, len(idx.Shards))
 	byName := map[string]int{}
 	for i, sh := range idx.Shards {
-		sizes[i] = int64(sh.Samples)
 		byName[sh.RawData.Basename] = i
 	}
-	opts := c.Plan
-	p, err := plan.New([]plan.Stream{{ShardSizes: sizes}}, &opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, err := p.NewTracker().Begin(c.Shape)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep, err := p.Epoch(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := map[int]bool{}
-	for w := range c.Shape.WorkersPerRank {
-		ids, err := ep.Worker(0, 0, w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, id := range ids {
-			if id >= 0 {
-				sh, _, err := p.Locate(id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want[sh] = true
-				break
-			}
+	for _, shards := range workerShards(t, idx, c, 1) {
+		for _, sh := range shards {
+			want[sh] = true
 		}
 	}
 	var bound time.Time
