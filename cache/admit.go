@@ -11,12 +11,14 @@ import (
 // admission is a fetch's claim on its shard, taken in steps: the shard's
 // fetch lock (its lock file's exclusive flock: one fetcher per node),
 // what is missing once it is held, and the reservation of the temporary
-// files for it. Dataset.start takes what it can at once, on the caller's
-// goroutine, so that whether a prefetch is admitted (reserved, or refused
-// for room) depends on the order in which the walk asks and on the
-// cache's state, not on when the flight's goroutine gets to run; the
-// flight's goroutine takes the rest (waiting for another process's fetch,
-// or for room on demand) and downloads.
+// files for it. Under a limit Dataset.start takes what it can at once, on
+// the caller's goroutine, so that whether a prefetch is admitted
+// (reserved, or refused for room) depends on the order in which the walk
+// asks and on the cache's state, not on when the flight's goroutine gets
+// to run; the flight's goroutine takes the rest (waiting for another
+// process's fetch, or for room on demand) and downloads. Without a limit,
+// where nothing is refused, the flight's goroutine takes it all, and the
+// reservation only names the temporary files (see startParts).
 type admission struct {
 	lf     *os.File // the shard's lock file (nil: not opened)
 	locked bool     // lf's exclusive flock is held
@@ -115,8 +117,23 @@ func (d *Dataset) admit(ctx context.Context, a *admission, shard int, distance i
 // reserveParts reserves room for the files steps write (a compressed file
 // downloaded counts beside its raw form) and creates their temporary
 // files, locked, under the same hold of the directory lock. A demand
-// reservation without wait that finds no room returns errNoRoom.
+// reservation without wait that finds no room returns errNoRoom. Without
+// a limit it only names them: the fetch counts and creates them
+// (startParts).
 func (d *Dataset) reserveParts(ctx context.Context, shard int, steps []step, distance int64, demand, wait bool) ([]*part, error) {
+	if d.c.opts.Limit == 0 {
+		// Without a limit the room waits for nothing and nobody is
+		// refused: the parts are only named here, and counted when the
+		// fetch creates them (startParts), off the download's path.
+		var parts []*part
+		for _, s := range steps {
+			if s.download && s.inflate {
+				parts = append(parts, &part{rel: s.file.Zip, size: s.file.ZipBytes})
+			}
+			parts = append(parts, &part{rel: s.file.Raw, size: s.file.RawBytes})
+		}
+		return parts, nil
+	}
 	var need int64
 	for _, s := range steps {
 		if s.inflate {
@@ -156,6 +173,9 @@ func (d *Dataset) reserveParts(ctx context.Context, shard int, steps []step, dis
 			return nil, err
 		}
 		return nil, fmt.Errorf("cache: fetch %s: %w", d.where(d.src.Shards[shard].Files[0].Raw), err)
+	}
+	for _, p := range parts {
+		p.counted = true
 	}
 	return parts, nil
 }

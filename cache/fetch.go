@@ -26,6 +26,10 @@ type part struct {
 	size int64
 	f    *os.File
 	done bool // renamed into place (its bytes now belong to a final file)
+	// counted is set once the part's bytes are added to the cache's
+	// count: by its admission under a limit, with its creation without
+	// one (see startParts).
+	counted bool
 }
 
 // step is one file's work within a fetch.
@@ -255,7 +259,9 @@ func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand b
 func (d *Dataset) discard(parts []*part, committed int64) {
 	var reserved int64
 	for _, p := range parts {
-		reserved += p.size
+		if p.counted {
+			reserved += p.size
+		}
 	}
 	_ = d.c.locked(context.Background(), func() error {
 		for _, p := range parts {
