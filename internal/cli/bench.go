@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -97,7 +96,13 @@ StreamingDataLoader (skipped with the reason otherwise).`,
 
 func runBench(ctx context.Context, e *env, f *benchFlags, url string) error {
 	if f.format != "png" && f.format != "svg" {
-		return fmt.Errorf("bench: --format %q: want png or svg", f.format)
+		return fmt.Errorf("bench: --plot-format %q: want png or svg", f.format)
+	}
+	if f.batchSize <= 0 {
+		return fmt.Errorf("bench: --batch-size %d: must be at least 1", f.batchSize)
+	}
+	if f.stepTime < 0 || f.workers < 0 || f.maxSteps < 0 {
+		return fmt.Errorf("bench: --step-time %s, --workers-per-rank %d, --max-steps %d: none may be negative", f.stepTime, f.workers, f.maxSteps)
 	}
 	c := &bench.Config{
 		Options: stream.Options{Remote: url, Registry: e.registry, BatchSize: f.batchSize, Shuffle: f.shuffle,
@@ -121,12 +126,9 @@ func runBench(ctx context.Context, e *env, f *benchFlags, url string) error {
 	if f.cacheLimit != "" {
 		n, err := stream.ParseBytes(f.cacheLimit)
 		if err != nil {
-			return err
+			return fmt.Errorf("bench: --cache-limit: %w (a count of bytes with an optional kb, mb, gb or tb, powers of 1024 as MosaicML's)", err)
 		}
 		c.Options.CacheLimit = n
-	}
-	if f.batchSize <= 0 {
-		return errors.New("bench: --batch-size must be positive")
 	}
 	res, err := bench.Run(ctx, c)
 	if err != nil {

@@ -48,3 +48,25 @@ func TestBenchPlotQuickstart(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchRefusesBadFlags wants each bad flag named in the error, before
+// anything runs (before: "stream: bad byte count" without the flag, and
+// --plot-format called --format).
+func TestBenchRefusesBadFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--batch-size", "8", "--cache-limit", "10GiB"}, `bench: --cache-limit: stream: bad byte count "10GiB"`},
+		{[]string{"--batch-size", "8", "--plot-format", "gif"}, `bench: --plot-format "gif": want png or svg`},
+		{[]string{"--batch-size", "-2"}, "bench: --batch-size -2: must be at least 1"},
+		{[]string{"--batch-size", "8", "--workers-per-rank", "-1"}, "--workers-per-rank -1, --max-steps 0: none may be negative"},
+	} {
+		args := append([]string{"bench", filepath.Join(dir, "no-dataset"), "--out", filepath.Join(dir, "out"), "--no-gpu"}, c.args...)
+		out, err := runCLI(t, args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v\n%s\nwant an error saying %q", c.args, err, out, c.want)
+		}
+	}
+}
