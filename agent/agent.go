@@ -93,6 +93,10 @@ type Agent struct {
 	idle     chan struct{} // signalled when conns drops to zero
 	closed   bool
 	samples  int64 // samples served, for stats
+	// retiredRanks holds the counters of the cursors of jobs that ended, per
+	// dataset and rank (metrics.go): a rank's counters go on from them
+	// instead of falling when one of the jobs reading it ends.
+	retiredRanks map[metricsKey]metrics.Rank
 
 	// cacheMu guards caches: one cache.Cache per cache root, shared by
 	// every dataset under it.
@@ -418,6 +422,7 @@ func (a *Agent) closeJob(j *job) {
 	j.closed = true
 	cursors := j.cursors
 	j.cursors = map[[2]int]*stream.Dataset{}
+	a.retireLocked(j, cursors)
 	a.mu.Unlock()
 	for _, c := range cursors {
 		if err := c.Close(); err != nil {

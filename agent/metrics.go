@@ -44,6 +44,9 @@ func (a *Agent) MetricsSnapshot() metrics.Snapshot {
 			})
 		}
 	}
+	for _, r := range a.retiredRanks {
+		s.Ranks = append(s.Ranks, r)
+	}
 	a.mu.Unlock()
 	sort.Slice(s.Ranks, func(i, j int) bool {
 		if s.Ranks[i].Dataset != s.Ranks[j].Dataset {
@@ -81,6 +84,40 @@ func (a *Agent) MetricsSnapshot() metrics.Snapshot {
 		s.Retries = append(s.Retries, metrics.Retry{Op: rc.Op, Cause: rc.Cause, N: rc.N})
 	}
 	return s
+}
+
+// metricsKey names a rank's series: its dataset's metrics name and rank.
+type metricsKey struct {
+	dataset string
+	rank    int
+}
+
+// retireLocked adds the counters of cursors, job j's as it ends, to the
+// retired figures of their dataset and rank (a.mu held), so that the
+// scrape's counters, summed over the jobs reading a dataset's rank, never
+// fall: Prometheus takes a fall for a reset and counts what is left as
+// new (a rate spike). The gauges (prefetch depth, time to first sample)
+// go with the job. One entry per dataset and rank the agent served.
+func (a *Agent) retireLocked(j *job, cursors map[[2]int]*stream.Dataset) {
+	if len(cursors) == 0 {
+		return
+	}
+	if a.retiredRanks == nil {
+		a.retiredRanks = map[metricsKey]metrics.Rank{}
+	}
+	name := metricsName(&j.ds.opts)
+	for k, c := range cursors {
+		st := c.Stats()
+		key := metricsKey{name, k[0]}
+		r := a.retiredRanks[key]
+		r.Dataset, r.Rank = name, k[0]
+		r.Samples += st.Samples
+		r.Bytes += st.Bytes
+		r.Wait += st.Wait
+		r.Hits += st.Hits
+		r.Misses += st.Misses
+		a.retiredRanks[key] = r
+	}
 }
 
 // jobMetrics answers a metrics request: the figures of job j's cursors of
