@@ -85,7 +85,7 @@ func benchWarmShuffled(b *testing.B, h *harness, n int64, limit string, payload,
 	var out []byte
 	var replies int64
 	epoch := func() {
-		it, err := cl.Begin(ctx, agentapi.Begin{Handle: op.Handle, World: w})
+		it, err := cl.Begin(ctx, agentapi.Begin{Handle: op.Handle, World: w, MapCopies: mapCopies})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -447,8 +447,13 @@ func (c *conn) begin(ctx context.Context, req agentapi.Begin) (agentapi.Begun, e
 	// worker leases when follows the rank's order, which the simulator
 	// plays, and is left as it was.
 	readAhead := ahead > 0 && !(h.ds.opts.OrderAdmissions && req.World.NumWorkers > 1)
-	it, err := startIteration(ep, req.World.Worker, req.Skip, h.ds.shardBytes, ahead, readAhead)
+	var m *mapper
+	if req.MapCopies && readAhead {
+		m = c.mapper()
+	}
+	it, err := startIteration(ep, req.World.Worker, req.Skip, iterShards{sizes: h.ds.shardBytes, schemas: h.ds.shardSchema}, ahead, readAhead, m)
 	if err != nil {
+		c.putMapper(m)
 		return agentapi.Begun{}, err
 	}
 	c.a.noteStarted(h.job, req.World.Rank, spec)

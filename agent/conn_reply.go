@@ -39,10 +39,14 @@ const scratchKeep = 16 << 20
 // are done with them (c.written).
 func (c *conn) reply(iter int, locs []location, done bool, inlineMax int) (any, []byte, error) {
 	b := agentapi.Batch{Op: agentapi.OpBatch, N: len(locs), Done: done}
-	// A shard's leased and inline records share its entry in Shards;
-	// its records copied into a memory file are listed with that file.
+	// A shard's leased and inline records share its entry in Shards.
+	// Records copied into a memory file are listed with that file, one
+	// entry for the records of one layout (schema), whatever their shards:
+	// a client reads a shard's entry with its layout, and an entry a
+	// shard made a shuffled reply's header list nearly every record's
+	// shard (40 of them a reply of 100 KB records).
 	type shardKey struct {
-		shard int
+		shard int // or, with mem, the layout
 		mem   int
 	}
 	refs := map[shardKey]uint32{}
@@ -100,7 +104,7 @@ func (c *conn) reply(iter int, locs []location, done bool, inlineMax int) (any, 
 		if l.mem != nil && l.length > int64(inlineMax) {
 			// Listed with the memory file (one inline is listed with
 			// its shard).
-			key.mem = l.mem.id
+			key.shard, key.mem = l.schema, l.mem.id
 			if !l.mem.sent {
 				send = l.mem
 			}

@@ -170,6 +170,10 @@ func (c *conn) feedNext(ctx context.Context, f agentapi.Frame) (any, []byte, err
 	if !ok || fi == nil {
 		return nil, nil, badRequestf("unknown iteration %d", req.Iter)
 	}
+	if it.mapped.Load() != nil {
+		// Its copies are in a memory file the feed does not read.
+		return nil, nil, badRequestf("iteration %d maps its copies (map_copies): read it with next, not feed", req.Iter)
+	}
 	if !fi.configured {
 		if err := fi.configure(req.Transforms, feedTransforms()); err != nil {
 			return nil, nil, err

@@ -228,7 +228,7 @@ func BenchmarkFeedCopyOut(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	it, err := startIteration(ep, 0, 0, sd.shardBytes, 0, false)
+	it, err := startIteration(ep, 0, 0, iterShards{sizes: sd.shardBytes, schemas: sd.shardSchema}, 0, false, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -336,7 +336,7 @@ func TestFeedTransforms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it, err := startIteration(ep, 0, 0, sd.shardBytes, 0, false)
+	it, err := startIteration(ep, 0, 0, iterShards{sizes: sd.shardBytes, schemas: sd.shardSchema}, 0, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

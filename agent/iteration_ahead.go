@@ -99,10 +99,15 @@ func (b *copyBlock) done() {
 
 // producer is the state of an iteration's producer goroutine.
 type producer struct {
-	it    *iteration
-	sizes []int64
-	ahead int
-	copy  bool // read on past the leased run, copying (see above)
+	it      *iteration
+	sizes   []int64
+	schemas []int // each shard's record layout
+	ahead   int
+	copy    bool // read on past the leased run, copying (see above)
+	// local says advance found the next sample local and the copies
+	// room: it is copied into the memory file, if the client maps copies,
+	// even where it could be leased (iteration_map.go, "Local records").
+	local bool
 	// run is the shard of the leased run being pushed: the last location
 	// pushed was leased, of this shard. -1 when the last was a copy.
 	run    int
@@ -118,21 +123,38 @@ func noRelease() {}
 // advance waits until the producer may move to the next sample: without a
 // limit at once; under one, once fewer than ahead earlier leased runs are
 // untaken (Next may then fetch: the client's next shard), or, reading
-// ahead, while the next sample is local and the copies leave room. False
-// when ctx ended.
+// ahead, while the next sample is local and the copies leave room. A
+// client that maps copies is sent a local shard's records as copies only
+// (iteration_map.go, "Local records"): with the buffer full of them, the
+// producer waits for a take rather than lease a run. False when ctx ended.
 func (p *producer) advance(ctx context.Context, sit *stream.Iterator) bool {
 	if p.ahead == 0 {
 		return true
 	}
 	for {
-		if p.untaken() < p.ahead || (p.copy && p.it.copied.Load() < p.it.budget() && sit.NextLocal()) {
+		local := p.copy && sit.NextLocal()
+		p.local = local && p.it.copied.Load() < p.it.budget()
+		if p.local || p.untaken() < p.ahead && !(local && p.it.mapping()) {
 			return true
 		}
-		select {
-		case <-p.it.taken:
-		case <-ctx.Done():
+		if !p.stall(ctx) {
 			return false
 		}
+	}
+}
+
+// stall waits for the client's next take, or the end of ctx (false). A
+// take filling its reply (iteration.fill) is woken first: it waits for
+// this producer only while the producer moves.
+func (p *producer) stall(ctx context.Context) bool {
+	p.it.stalled.Store(true)
+	defer p.it.stalled.Store(false)
+	p.it.wake(true)
+	select {
+	case <-p.it.taken:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -159,28 +181,47 @@ func (p *producer) push(ctx context.Context, sit *stream.Iterator) bool {
 		p.ends = append(p.ends, p.pushed)
 		p.run = -1
 	}
+	rec := sit.Record()
 	for {
+		// A local shard's record is copied into the memory file rather
+		// than leased (iteration_map.go, "Local records"); with the
+		// buffer full, once the client took some.
+		if p.local && p.it.mapping() && len(rec) <= mapCopyMax {
+			if p.it.copied.Load()+int64(len(rec)) > mapBudget {
+				if !p.stall(ctx) {
+					return false
+				}
+				continue
+			}
+			if sent, ok := p.pushMapped(ctx, sit, shard, rec); ok {
+				return sent
+			}
+		}
 		if p.untaken() < p.ahead {
 			p.run = shard
 			return p.pushLeased(ctx, sit, shard)
 		}
-		if rec := sit.Record(); p.copy {
-			copied := p.it.copied.Load() + int64(len(rec))
-			if m := p.it.mapped.Load(); m != nil && len(rec) <= mapCopyMax && copied <= mapBudget {
-				if sent, ok := p.pushMapped(ctx, m, sit, shard, rec); ok {
-					return sent
-				}
+		if p.copy {
+			if sent, ok := p.pushMapped(ctx, sit, shard, rec); ok {
+				return sent
 			}
-			if len(rec) <= copyMax && copied <= copyBudget {
+			if copied := p.it.copied.Load() + int64(len(rec)); len(rec) <= copyMax && copied <= copyBudget {
 				return p.pushCopy(ctx, sit, shard, rec)
 			}
 		}
-		select {
-		case <-p.it.taken:
-		case <-ctx.Done():
+		if !p.stall(ctx) {
 			return false
 		}
 	}
+}
+
+// schema returns the record layout of shard's records, or, where it is
+// not known, a key of shard's own (-1-shard).
+func (p *producer) schema(shard int) int {
+	if shard >= 0 && shard < len(p.schemas) {
+		return p.schemas[shard]
+	}
+	return -1 - shard
 }
 
 func (p *producer) size(shard int) int64 {
@@ -202,6 +243,7 @@ func (p *producer) pushLeased(ctx context.Context, sit *stream.Iterator, shard i
 	select {
 	case p.it.ch <- l:
 		p.pushed++
+		p.it.wake(false)
 		return true
 	case <-ctx.Done():
 		l.release()
@@ -222,6 +264,7 @@ func (p *producer) pushCopy(ctx context.Context, sit *stream.Iterator, shard int
 	select {
 	case p.it.ch <- l:
 		p.pushed++
+		p.it.wake(false)
 		return true
 	case <-ctx.Done():
 		b.done()

@@ -46,6 +46,17 @@ import (
 // connection lives is named in the next reply's Unmap, for the client to
 // unmap.
 //
+// Local records: for a client that maps copies, the producer copies every
+// record of a local shard into the file, not only those past the leased
+// run, and leases a run only of a shard that is not local (fetched on
+// demand, as before) or when no block is free. A leased run made each
+// reply list a shard of its own, which the client mapped and unmapped at
+// every reply of a shuffled epoch, and its record was read cold from the
+// page cache; a copy costs the producer one copy (the leased record's
+// read, moved) and the client a read from a warm mapping. With the buffer
+// full (mapBudget) the producer waits for the client's take instead of
+// leasing a run. (docs/feed.md, session 13, has the figures.)
+//
 // Bounds: an iteration's file holds mapLive blocks of mapChunk bytes (16
 // MiB of memory, mapped here and in the client); when no block is free,
 // and wherever the file cannot be created, the producer copies into its
@@ -150,10 +161,15 @@ func (m *mapper) unsent() {
 }
 
 // pushMapped sends a copy of the current sample's record, rec, written
-// into the iteration's memory file. ok false when it could not (no free
-// block: the caller copies into the heap instead); else sent false when
-// the iteration ends.
-func (p *producer) pushMapped(ctx context.Context, m *mapper, sit *stream.Iterator, shard int, rec []byte) (sent, ok bool) {
+// into the iteration's memory file. ok false when it could not (the
+// client does not map copies, rec is over mapCopyMax, the buffer holds
+// mapBudget, or no block is free: the caller copies into the heap or
+// leases instead); else sent false when the iteration ends.
+func (p *producer) pushMapped(ctx context.Context, sit *stream.Iterator, shard int, rec []byte) (sent, ok bool) {
+	m := p.it.mapped.Load()
+	if m == nil || p.it.copied.Load()+int64(len(rec)) > mapBudget {
+		return false, false
+	}
 	b := m.block(len(rec))
 	if b == nil {
 		return false, false
@@ -161,12 +177,13 @@ func (p *producer) pushMapped(ctx context.Context, m *mapper, sit *stream.Iterat
 	off := b.used
 	b.used += copy(b.mem[off:], rec)
 	b.refs.Add(1)
-	l := location{sample: sit.ID(), shard: shard, size: mapSize, offset: int64(b.base + off),
-		length: int64(len(rec)), mem: m, release: b.done}
+	l := location{sample: sit.ID(), shard: shard, schema: p.schema(shard), size: mapSize,
+		offset: int64(b.base + off), length: int64(len(rec)), mem: m, release: b.done}
 	p.it.copied.Add(int64(len(rec)))
 	select {
 	case p.it.ch <- l:
 		p.pushed++
+		p.it.wake(false)
 		return true, true
 	case <-ctx.Done():
 		b.done()

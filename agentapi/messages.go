@@ -259,6 +259,11 @@ type Begin struct {
 	// the rank's current epoch from the first worker of the next one.
 	// Empty: the agent decides from the worker's index and count alone.
 	Round string `json:"round,omitempty"`
+	// MapCopies says the iteration's Next requests ask for MapCopies:
+	// the records copied ahead go to the memory file from its first
+	// sample, not only from the first Next on (before it, they are
+	// copied for the socket, up to 2 MiB of them).
+	MapCopies bool `json:"map_copies,omitempty"`
 }
 
 // Begun answers Begin.
@@ -308,7 +313,10 @@ type Next struct {
 
 // BatchShard names a shard file a batch refers to.
 type BatchShard struct {
-	// Shard is the global shard index.
+	// Shard is the global shard index. A memory file's entry (Mem) lists
+	// the copies of records of one layout (Opened.ShardSchema), whichever
+	// shards they came from, and names one of those shards: read its
+	// records with that shard's layout.
 	Shard int `json:"shard"`
 	// Path is the absolute path of the raw, uncompressed shard file.
 	Path string `json:"path"`
