@@ -61,9 +61,16 @@ def eligible(loader, dataset_cls):
     overrides __iter__, or that expects a worker_init_fn or another
     multiprocessing context, keeps the processes), fed through automatic
     batching. With SLUICE_FEED=auto the loader must also have workers
-    (num_workers=0 keeps torch's synchronous loop) and torch's default
+    (num_workers=0 keeps torch's synchronous loop), torch's default
     collate function (a user's collate may hold the GIL in Python code,
-    where processes are faster); SLUICE_FEED=threads takes any.
+    where processes are faster), and a dataset whose class does not
+    override __getitem__ or get_item: that is the user's code for each
+    sample (MosaicML's way to add transforms), which torch runs in worker
+    processes, where get_worker_info() names the worker and each worker's
+    torch and Python RNGs are seeded from the loader's, so augmentation
+    repeats under torch.manual_seed; in threads it would see no worker,
+    share the training process's RNGs in thread order (different on every
+    run) and hold the GIL. SLUICE_FEED=threads takes any.
     """
     m = mode()
     if m == "workers":
@@ -86,6 +93,10 @@ def eligible(loader, dataset_cls):
 
         fn = getattr(loader.collate_fn, "fn", loader.collate_fn)
         if fn is not default_collate:
+            return False
+        from .dataset import routes_items
+
+        if routes_items(ds, dataset_cls):
             return False
     return True
 
