@@ -185,7 +185,10 @@ def _check_locals(streams):
         if not st.local:
             continue
         where = os.path.normpath(os.path.join(_abs_location(st.local), st.split or ""))
-        source = (_abs_location(st.remote) if st.remote else None, st.split or "")
+        remote = _abs_location(st.remote) if st.remote else None
+        if remote and "://" in remote:
+            remote = remote.rstrip("/")  # s3://b/x/ is s3://b/x
+        source = (remote, st.split or "")
         first = seen.setdefault(where, (i, source))
         if first[1] != source:
             raise ValueError(

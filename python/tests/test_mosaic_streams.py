@@ -182,6 +182,10 @@ class StreamsTest(helpers.AgentCase):
         ds = sluice.StreamingDataset(streams=[sluice.Stream(remote=self.a, local=same),
                                               sluice.Stream(remote=self.a, local=same)], batch_size=4)
         self.assertEqual(sorted(int(s["x"]) for s in ds), sorted(list(range(23)) * 2))
+        same = self.local()
+        ds = sluice.StreamingDataset(streams=[sluice.Stream(remote="file://" + self.a + "/", local=same),
+                                              sluice.Stream(remote="file://" + self.a, local=same)], batch_size=4)
+        self.assertEqual(ds.num_samples, 46)
 
     def test_stream_split_is_a_string(self):
         # MosaicML's Stream holds split or '' from the start.
