@@ -3,8 +3,10 @@ package agent
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sluicedata/sluice/agentapi"
@@ -101,5 +103,32 @@ func TestMappedCopiesWarmReplies(t *testing.T) {
 	// leaves the race detector and a loaded machine room.
 	if fill := mapBudget / (rc.size + 12) / 2; per < float64(fill) {
 		t.Errorf("%.1f samples a reply, want at least %d (batches of 512, %d bytes of copies a reply)", per, fill, mapBudget)
+	}
+}
+
+// TestMappedIterationRefusesFeed: an iteration begun with MapCopies under
+// a cache limit has its copies in a memory file that the feed does not
+// read (it assembles leased records and heap copies), so a feed request
+// on it is refused as a bad request naming map_copies, not answered with
+// records read from a path the location does not have.
+func TestMappedIterationRefusesFeed(t *testing.T) {
+	h := startAgent(t, 40, nil)
+	_, total, _ := limitFor(t, h.remote, 0)
+	fc := dialFeed(t, h.sock)
+	spec := h.dataset()
+	spec.CacheLimit = fmt.Sprint(max(2*total, 64<<10))
+	w := agentapi.World{WorldSize: 1, LocalWorldSize: 1, NumWorkers: 1}
+	var op agentapi.Opened
+	fc.call(agentapi.Open{Op: agentapi.OpOpen, Dataset: spec, Job: "feed", World: w}, &op)
+	var bg agentapi.Begun
+	fc.call(agentapi.Begin{Op: agentapi.OpBegin, Handle: op.Handle, World: w, MapCopies: true}, &bg)
+	fc.send(agentapi.FeedNext{Op: agentapi.OpFeed, Iter: bg.Iter, Max: 4})
+	f, _, err := agentapi.ReadFrame(fc.uc, make([]byte, 1<<16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e agentapi.Error
+	if err := json.Unmarshal(f.Header, &e); err != nil || e.Op != agentapi.OpError || e.Code != agentapi.CodeBadRequest || !strings.Contains(e.Message, "map_copies") {
+		t.Fatalf("feed on a mapped iteration answered %s", f.Header)
 	}
 }
