@@ -145,7 +145,14 @@ func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand b
 	if err != nil {
 		return err
 	}
-	d.c.behind.fetchBegins() // lets an index's write behind begin (WriteFileBehind)
+	// The writes behind (an index's, WriteFileBehind; a manifest's)
+	// begin with the Cache's first download, or once its bytes are in
+	// where it is fetched in memory (see firstDownload).
+	if blk == nil {
+		d.c.behind.firstDownload()
+	} else {
+		defer d.c.behind.firstDownload() // also when the download fails
+	}
 	defer func() {
 		if cerr := created(); err == nil {
 			err = cerr
@@ -169,6 +176,7 @@ func (d *Dataset) fetch(ctx context.Context, shard int, distance int64, demand b
 			return err
 		}
 	}
+	d.c.behind.firstDownload()
 	if err := created(); err != nil {
 		return err
 	}

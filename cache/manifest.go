@@ -155,6 +155,12 @@ func (d *Dataset) writeManifestBehind(ctx context.Context) error {
 		if hold != nil {
 			<-hold
 		}
+		if c.opts.Limit == 0 {
+			// As an index written behind (firstDownload): not beside the
+			// first shard's GET. Under a limit the shards are read once
+			// committed, and the commits wait for this write.
+			c.behind.awaitFetch(c.bg)
+		}
 		end(d.writeManifest(wctx, b))
 	}()
 	return nil
