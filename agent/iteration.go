@@ -134,6 +134,7 @@ func (it *iteration) run(ctx context.Context, sit *stream.Iterator, skip int64, 
 // none arrives it returns none and done false. At the end of the iteration
 // it returns done true, or the producer's error.
 func (it *iteration) take(ctx context.Context, n int, wait time.Duration) ([]location, bool, error) {
+	start := time.Now()
 	// Sized to what is buffered now: a reply takes about that much, and
 	// growing the slice by appends copied every location twice.
 	out := make([]location, 0, min(n, len(it.ch)+1))
@@ -194,10 +195,10 @@ func (it *iteration) take(ctx context.Context, n int, wait time.Duration) ([]loc
 	}
 	drain()
 	if len(out) < n && copied < budget {
-		if it.copies {
+		if left := wait - time.Since(start); it.copies && left > 0 {
 			// Under a limit the producer is slower than the client, so
 			// what is buffered is what it made during the last reply.
-			it.fill(ctx, func() (int, int64) { drain(); return n - len(out), budget - copied }, wait)
+			it.fill(ctx, func() (int, int64) { drain(); return n - len(out), budget - copied }, left)
 		} else {
 			// Give the producer one chance to refill before answering with
 			// a short batch: short batches cost the client a round trip
@@ -218,7 +219,8 @@ const fillWait = 2 * time.Millisecond
 // each wake to drain the buffer into the reply and say what the reply has
 // room for (locations, bytes of copies), until it is full, the producer
 // stalls (it waits for a take, see producer.stall) or ends, fillWait
-// passed without a location added, or wait passed.
+// passed without a location added, or wait (what is left of the
+// request's) passed.
 //
 // Under a cache limit the producer copies each record it reads ahead, so
 // it is slower than a client reading the copies from its mapping, and a
