@@ -40,7 +40,8 @@ type NodeReport struct {
 	Evictions int64 `json:"evictions"`
 	Hits      int64 `json:"cache_hits"`
 	Misses    int64 `json:"cache_misses"`
-	// PeakCacheBytes is the most the cache held (index included).
+	// PeakCacheBytes is the most the cache held (the index and its
+	// ETag stamp included).
 	PeakCacheBytes int64 `json:"peak_cache_bytes"`
 	// StepWaitsS holds each step's input wait (Config.KeepSteps).
 	StepWaitsS []float64 `json:"step_waits_s,omitempty"`
