@@ -3,7 +3,7 @@
 import os
 import warnings
 
-from . import _agent, _encoded, _iteration, _layout, _worker, _world, errors
+from . import _agent, _encoded, _iteration, _layout, _live, _worker, _world, errors
 from . import images as _images
 from .stream import (Stream, _abs_location, _check_download_args, _check_locals, _check_stream_class,  # noqa: F401
                      _check_weights, _derived_local, _plain, _size_str)
@@ -242,6 +242,7 @@ class StreamingDataset(_layout.Layout, _Base):
         st["_handle"] = None
         st["_held"] = None
         st["_pending"] = None
+        _live.forget(st)
         if not (self._info or {}).get("_wds"):
             # MDS record decoders are closures, which pickle cannot send to
             # a DataLoader worker started by spawn or forkserver: they are
@@ -426,14 +427,16 @@ class StreamingDataset(_layout.Layout, _Base):
         require_batch_size(self, _worker.num_workers())
         if self._info is None:
             self._connection(world)
+        # As MosaicML: a new epoch ends this dataset's earlier open iterator.
+        _live.end_open(self)
         extra = {"resume": self._resume} if self._resume is not None else {}
         extra["round"] = _worker.round_token()
         conn, begun = self._begin(world, extra)
         from . import _shm
 
         if _shm.per_sample(self, StreamingDataset, conn):
-            return _shm.iter_samples(self, world, conn, begun)
-        return self._iterate(world, conn, begun, worker)
+            return _live.track(self, _shm.iter_samples(self, world, conn, begun))
+        return _live.track(self, self._iterate(world, conn, begun, worker))
 
     def _begin(self, world, extra):
         """Opens a connection of its own for one iteration and begins it

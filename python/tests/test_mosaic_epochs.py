@@ -70,6 +70,40 @@ class EpochEdgesTest(helpers.AgentCase):
         with self.assertRaises(AttributeError):
             ds.next_epoch = 5
 
+    def test_a_new_iteration_ends_the_earlier_one(self):
+        # MosaicML: __iter__ on a dataset whose earlier iterator is still
+        # open ends that iterator (it yields nothing more) and begins the
+        # next epoch. Sluice let both run, and the earlier one held its
+        # leases: under a cache_limit the agent accepts, the new epoch
+        # waited for them (30.8 s for 400 samples where 0.5 s is usual),
+        # or at the smallest accepted limit failed after stall_timeout.
+        remote = os.path.join(self.tmp, "remote-400")
+        helpers.write_ids(remote, 400, size_limit=1000)
+        local = os.path.join(self.tmp, "tight")
+        # The smallest limit the agent accepts, from its own refusals (a
+        # fresh local each time: a cache keeps its first limit).
+        smallest = 1
+        for k in range(4):
+            try:
+                iter(sluice.StreamingDataset(remote=remote, local="%s-probe-%d" % (local, k), batch_size=4,
+                                             cache_limit=smallest)).close()
+                break
+            except sluice.CacheLimitError as e:
+                smallest = int(str(e).split("at least ")[1].split(" bytes")[0])
+        ds = sluice.StreamingDataset(remote=remote, local=local, batch_size=4, shuffle=True, cache_limit=smallest,
+                                     stall_timeout=20)
+        first = iter(ds)
+        head = [int(next(first)["id"]) for _ in range(5)]
+        self.assertEqual(len(set(head)), 5)
+        second = [int(s["id"]) for s in ds]
+        self.assertEqual(sorted(second), list(range(400)))
+        self.assertEqual(list(first), [])
+        self.assertEqual(ds.state_dict(0, False)["epoch"], 1)
+        # An iterator that is exhausted or closed is left alone, and the
+        # epochs go on.
+        self.assertEqual(sorted(int(s["id"]) for s in ds), list(range(400)))
+        self.assertEqual(ds.next_epoch, 3)
+
 
 if __name__ == "__main__":
     unittest.main()
