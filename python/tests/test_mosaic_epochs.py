@@ -1,7 +1,7 @@
 """Epoch edges of MosaicML's resumption, as a training loop meets them: a
-checkpoint taken after the last batch of an epoch, and a run started at a
+checkpoint taken after the last batch of an epoch, a run started at a
 chosen epoch through load_state_dict (MosaicML's next_epoch setter is not
-provided)."""
+provided), and a new epoch begun while an earlier iterator is still open."""
 
 import os
 import unittest
