@@ -193,7 +193,10 @@ def batches(ds, conn, begun, maps, private, world):
                 v = ds[sid]
                 ds._pending = None
             if ds._decode_images:
-                v = _images.apply_all(ds._decode_images, v, ds.shuffle_seed, begun["epoch"], sid)
+                # The seed the iteration plays: a resumed state's, which
+                # MosaicML keeps over the constructor's, so a resumed run
+                # draws the interrupted run's crops and flips.
+                v = _images.apply_all(ds._decode_images, v, begun["shuffle_seed"], begun["epoch"], sid)
             yield v
         if not pipelined:
             conn.send(dict(req, release=[prev]) if prev else req)

@@ -93,6 +93,20 @@ def transforms(ds, conn=None):
     return ds._feed_transforms if agent_decodes(ds, conn) else None
 
 
+def seeded(ds, transforms, shuffle_seed):
+    """transforms with each DecodeImage column's draws seeded by
+    shuffle_seed, the seed the iteration plays (a resumed state's, which
+    MosaicML keeps over the constructor's that ds._feed_transforms were
+    made with), so that a resumed run draws the interrupted run's crops
+    and flips. Other transforms are sent as they are."""
+    images = {d.column: d for d in getattr(ds, "_decode_images", None) or ()}
+    out = []
+    for t in transforms:
+        d = images.get(t.get("column"))
+        out.append(d.feed_transform(shuffle_seed) if d is not None and t.get("transform") == "image" else t)
+    return out
+
+
 def eligible(ds, cls):
     """Whether ds's iteration can come through the feed with the same
     samples: Sluice's own iteration and __getitem__ (a subclass that
@@ -413,7 +427,7 @@ def feed_batches(ds, conn, begun, batch_size, world, transforms=None):
             r = dict(req, free=freed)
         return r
 
-    first = dict(req, transforms=transforms) if transforms else req
+    first = dict(req, transforms=seeded(ds, transforms, begun["shuffle_seed"])) if transforms else req
     conn.send(first)
     last = time.monotonic()
     while True:

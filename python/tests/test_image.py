@@ -135,6 +135,29 @@ class DecodeImageTest(helpers.AgentCase):
         for sid, a in list(part.items()) + list(rest.items()):
             np.testing.assert_array_equal(a, full[sid], "sample %d after resume" % sid)
 
+    def test_resume_with_another_seed_sees_same_pixels(self):
+        # A run resumed by a dataset built with another shuffle_seed plays
+        # the state's seed (MosaicML keeps the resumed one), and so must
+        # its augmentation: the pixels of the interrupted run, on the
+        # agent's path and on the Python path alike.
+        for feed, shm in (("threads", "on"), ("workers", "off")):
+            with self.subTest(path="agent" if shm == "on" else "python"):
+                full, _ = self.epoch(2, feed=feed, shm=shm)
+                part, loader = self.epoch(2, feed=feed, shm=shm, stop_after=3)
+                state = loader.state_dict()
+                self.assertEqual(state["shuffle_seed"], 9176)
+                ds = self.dataset(shuffle_seed=1234)
+                ds.load_state_dict(state)
+                with Env(SLUICE_FEED=feed, SLUICE_SHM=shm, SLUICE_IMAGE_DECODE="agent"):
+                    rest = {}
+                    for b in sluice.StreamingDataLoader(ds, batch_size=BS, num_workers=2):
+                        for i, sid in enumerate(b["id"].tolist()):
+                            rest[sid] = b["img"][i].numpy().copy()
+                self.assertEqual(set(part) | set(rest), set(range(N)))
+                self.assertEqual(len(part) + len(rest), N)
+                for sid, a in rest.items():
+                    np.testing.assert_array_equal(a, full[sid], "sample %d after the resume" % sid)
+
     def test_python_path_draws_the_same(self):
         agent, _ = self.epoch(2)
         with Spy() as spy:
