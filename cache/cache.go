@@ -170,6 +170,10 @@ type Cache struct {
 
 	// behind holds the WriteFileBehind writes in progress.
 	behind behindWrites
+	// ahead queues the lock files to create ahead of their fetches
+	// (PrepareFetch); made, with its goroutine, at the first request
+	// (under mu).
+	ahead chan lockAhead
 
 	// bg is the lifetime of background fetches; cancelled by Close.
 	bg     context.Context

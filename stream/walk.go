@@ -93,6 +93,7 @@ func (it *Iterator) newPrefetcher(ctx context.Context) *prefetcher {
 	}
 	pf.wp.it = it
 	pf.wp.retryAt.Store(-1)
+	pf.prep.last = -1
 	return pf
 }
 
@@ -166,6 +167,9 @@ type prefetcher struct {
 	w       *prefetch.Walk
 	wp      walkPlan
 	stopped bool // the prefetch goroutine returned: start nothing more
+	// prep names the shards past the walk's position whose lock files
+	// the cache creates ahead (prepareAhead).
+	prep prepAhead
 }
 
 // kick advances the walk, starting downloads while slots are free. A kick
@@ -206,6 +210,9 @@ func (pf *prefetcher) walkLocked() {
 		// Only the first sample's shard until it is out.
 		budget = prefetch.FirstBudget(budget)
 		n = prefetch.FirstEnd(wp, it.from.Load(), n)
+	}
+	if it.out.Load() {
+		defer pf.prepareAhead(n)
 	}
 	// Taking turns or under a limit, what the walk admits must not
 	// depend on how many of the consumer's downloads are still running
@@ -308,4 +315,59 @@ func (d *Dataset) prefetchBudget() int {
 		}
 	}
 	return prefetch.Budget(d.cache.Limit(), d.indexBytes, foot, d.cache.Consumers())
+}
+
+// prepAhead is where a walk's lock-file requests stand (prepareAhead):
+// the next plan position to look at, the shard of the last run named, and
+// the positions of the shards named at or after the walk's position.
+type prepAhead struct {
+	at    int64
+	last  int
+	named []int64
+}
+
+// prepareAhead has the cache create, in the background, the fetch lock
+// files of the conc shards not yet fetched nor on their way that follow
+// the walk's position in the plan's first n positions
+// (cache.Dataset.PrepareFetch), so that their fetches,
+// started when slots free, do not wait for the files' creation (an inode
+// each, now and then 5-17 ms beside other shards' syncs). It names only
+// files, whose existence decides nothing: what the walk fetches and when
+// is unchanged. It runs once the first sample is out, never beside the
+// first shard's GET (a file creation there slows the store's answer on a
+// machine whose cores it shares). Each position is looked at once per
+// pass over the plan. Call with mu held.
+func (pf *prefetcher) prepareAhead(n int64) {
+	it, p := pf.it, &pf.prep
+	next := pf.w.Pos()
+	if p.at < next {
+		p.at, p.last, p.named = next, -1, p.named[:0]
+	}
+	k := 0
+	for k < len(p.named) && p.named[k] < next {
+		k++
+	}
+	p.named = p.named[:copy(p.named, p.named[k:])]
+	ids := pf.wp.ids
+	n = min(n, int64(len(ids)))
+	for int64(len(p.named)) < pf.conc && p.at < n {
+		at := p.at
+		p.at++
+		if ids[at] < 0 {
+			continue
+		}
+		shard, _, err := it.d.planner.Locate(ids[at])
+		if err != nil || shard == p.last {
+			continue
+		}
+		p.last = shard
+		if pf.wp.Present(shard) {
+			continue // fetched or on its way (the walk's last among them)
+		}
+		p.named = append(p.named, at)
+		ref := it.d.shards[shard]
+		if cds := it.d.streams[ref.stream].cds; cds != nil {
+			cds.PrepareFetch(ref.local)
+		}
+	}
 }
