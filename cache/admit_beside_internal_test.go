@@ -26,6 +26,19 @@ func (g *getSignal) NewRangeReader(ctx context.Context, key string, off, n int64
 	return g.Bucket.NewRangeReader(ctx, key, off, n)
 }
 
+// addInMemory registers the one-file shard rel of b, of size bytes, with
+// c, fetched in memory.
+func addInMemory(t *testing.T, c *Cache, b storage.Bucket, rel string, size int) *Dataset {
+	t.Helper()
+	d, err := c.Add(context.Background(), &Source{Bucket: b, Backoff: func(int) time.Duration { return time.Millisecond },
+		InMemory: func(int) bool { return true },
+		Shards:   []Shard{{Files: []File{{Raw: rel, RawBytes: int64(size)}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // TestPrefetchBesideDirectoryLock: in a cache without a limit, a prefetch
 // of a shard fetched in memory neither waits for the directory lock on
 // its caller's goroutine (a prefetch walk admitting its next fetches one
@@ -44,12 +57,7 @@ func TestPrefetchBesideDirectoryLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	d, err := c.Add(ctx, &Source{Bucket: bk, Backoff: func(int) time.Duration { return time.Millisecond },
-		InMemory: func(int) bool { return true },
-		Shards:   []Shard{{Files: []File{{Raw: "s.mds", RawBytes: int64(len(data))}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := addInMemory(t, c, bk, "s.mds", len(data))
 	held, release := make(chan struct{}), make(chan struct{})
 	lockErr := make(chan error, 1)
 	go func() {

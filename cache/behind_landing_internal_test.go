@@ -79,12 +79,7 @@ func TestWritesBehindAfterFirstLanding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := c.Add(ctx, &Source{Bucket: hb, Backoff: func(int) time.Duration { return time.Millisecond },
-		InMemory: func(int) bool { return true },
-		Shards:   []Shard{{Files: []File{{Raw: "ds/a.mds", RawBytes: int64(len(data))}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := addInMemory(t, c, hb, "ds/a.mds", len(data))
 	done, fetchErr := d.Prefetch(0, 1)
 	select {
 	case <-hb.reading:

@@ -82,12 +82,7 @@ func partRun(t *testing.T, ctx context.Context, data []byte, limit int64) (gets,
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := c.Add(ctx, &Source{Bucket: probe, Backoff: func(int) time.Duration { return time.Millisecond },
-		InMemory: func(int) bool { return true },
-		Shards:   []Shard{{Files: []File{{Raw: "s.mds", RawBytes: int64(len(data))}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := addInMemory(t, c, probe, "s.mds", len(data))
 	l, err := d.AcquireEarly(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
