@@ -327,6 +327,10 @@ func (a *Agent) acquireDataset(ctx context.Context, key string, spec agentapi.Da
 		// the old one closes with its last handle.
 		delete(a.datasets, key)
 	}
+	if err := a.reusedLocal(spec); err != nil {
+		a.mu.Unlock()
+		return nil, err
+	}
 	a.mu.Unlock()
 	// Open outside the lock: it may download the index. Two openers may
 	// race; the loser closes its copy.
@@ -340,6 +344,13 @@ func (a *Agent) acquireDataset(ctx context.Context, key string, spec agentapi.Da
 		a.mu.Unlock()
 		d.ds.Close()
 		return prev, nil
+	}
+	if err := a.reusedLocal(spec); err != nil {
+		// Another remote's dataset took the directory while this one
+		// opened.
+		a.mu.Unlock()
+		d.ds.Close()
+		return nil, err
 	}
 	if a.closed {
 		a.mu.Unlock()

@@ -37,6 +37,8 @@ type sharedDataset struct {
 	// env is the store settings of the jobs that share it (the key
 	// includes their fingerprint); cursors open their stores with it.
 	env jobEnv
+	// dirs are the local directories it caches remotes into (cacheDirs).
+	dirs map[string]string
 }
 
 // defaultCacheRoot is where datasets opened without local are cached.
@@ -224,7 +226,7 @@ func (a *Agent) openDataset(ctx context.Context, key string, spec agentapi.Datas
 	if err != nil {
 		return nil, err
 	}
-	d := &sharedDataset{key: key, opts: o, ds: ds, env: env}
+	d := &sharedDataset{key: key, opts: o, ds: ds, env: env, dirs: cacheDirs(spec)}
 	n := ds.NumShards()
 	d.shardSchema = make([]int, n)
 	d.shardSamples = make([]int64, n)
