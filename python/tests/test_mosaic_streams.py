@@ -142,6 +142,28 @@ class StreamsTest(helpers.AgentCase):
                     sluice.StreamingDataset(remote=nowhere, local=self.local(), batch_size=4, **kw)
                 self.assertNotIsInstance(cm.exception, FileNotFoundError)
 
+    def test_one_local_per_dataset(self):
+        # Two live datasets of different remotes in one local directory:
+        # the agent refuses the second (MosaicML: ValueError, "Reused local
+        # directory"). The indexes are byte for byte the same, so before
+        # the second read the first's shards: ids 0-29 instead of 1000-1029.
+        twin = os.path.join(self.tmp, "twin-ds")
+        helpers.write_ids(twin + "-1", 30, size_limit=200, text=False)
+        import mdswrite
+
+        mdswrite.write(twin + "-2", {"id": "int"}, ({"id": 1000 + i} for i in range(30)), size_limit=200)
+        shared = self.local()
+        first = sluice.StreamingDataset(remote=twin + "-1", local=shared, batch_size=4)
+        self.assertEqual(sorted(int(s["id"]) for s in first), list(range(30)))
+        with self.assertRaisesRegex(ValueError, "reused local directory") as cm:
+            second = sluice.StreamingDataset(remote=twin + "-2", local=shared, batch_size=4)
+            sorted(int(s["id"]) for s in second)
+        self.assertIn(os.path.abspath(shared), str(cm.exception))
+        # Its own local: its own samples.
+        second = sluice.StreamingDataset(remote=twin + "-2", local=self.local(), batch_size=4)
+        self.assertEqual(sorted(int(s["id"]) for s in second), list(range(1000, 1030)))
+        del first
+
     def test_one_local_per_stream(self):
         # Two streams of different remotes in one local directory would
         # share its index.json and shards: MosaicML refuses it (ValueError).
