@@ -254,18 +254,20 @@ func (o *Options) predownload() int {
 }
 
 // ParseBytes parses a byte count as MosaicML does for cache_limit and
-// size_limit: an integer, or a number with a unit b, kb, mb, gb, tb, pb
-// (powers of 1024, case-insensitive), fractions allowed ("1.5kb" = 1536).
+// size_limit: an integer, or a number with a unit b, kb, mb, gb, tb, pb,
+// eb (powers of 1024, case-insensitive), fractions allowed ("1.5kb" =
+// 1536). The IEC spellings kib, mib, gib, tib, pib and eib ("10GiB") are
+// the same powers of 1024 (MosaicML refuses them).
 func ParseBytes(s string) (int64, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
 	if t == "" {
 		return 0, fmt.Errorf("stream: empty byte count")
 	}
 	mult := 1.0
-	for i, u := range []string{"kb", "mb", "gb", "tb", "pb", "eb"} {
-		if strings.HasSuffix(t, u) {
+	for i, p := range []string{"k", "m", "g", "t", "p", "e"} {
+		if u, ok := cutUnit(t, p); ok {
 			mult = math.Pow(1024, float64(i+1))
-			t = strings.TrimSuffix(t, u)
+			t = u
 			break
 		}
 	}
@@ -274,13 +276,24 @@ func ParseBytes(s string) (int64, error) {
 	}
 	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-		return 0, fmt.Errorf("stream: bad byte count %q", s)
+		return 0, fmt.Errorf("stream: bad byte count %q (want a number of bytes, or one with a unit: b, kb, mb, gb, tb, pb, eb, powers of 1024; or kib ... eib alike)", s)
 	}
 	n := v * mult
 	if n >= math.MaxInt64 {
 		return 0, fmt.Errorf("stream: byte count %q too large", s)
 	}
 	return int64(n), nil
+}
+
+// cutUnit returns t without its unit when t ends with prefix p followed
+// by "b" or "ib" (MosaicML's "gb" or IEC's "gib").
+func cutUnit(t, p string) (string, bool) {
+	for _, u := range []string{p + "ib", p + "b"} {
+		if strings.HasSuffix(t, u) {
+			return strings.TrimSuffix(t, u), true
+		}
+	}
+	return "", false
 }
 
 // ParseEpochSize parses MosaicML's epoch_size ("100k", "1.5m", "77b").

@@ -17,6 +17,9 @@ func TestParseBytes(t *testing.T) {
 		{"10gb", 10 << 30, false}, {" 2MB ", 2 << 20, false}, {"0", 0, false},
 		{"", 0, true}, {"-1kb", 0, true}, {"kb", 0, true}, {"1.5xb", 0, true}, {"nan", 0, true},
 		{"1e30eb", 0, true},
+		// IEC spellings: the same powers of 1024.
+		{"10GiB", 10 << 30, false}, {"1.5kib", 1536, false}, {"3 MiB", 3 << 20, false}, {"1eib", 1 << 60, false},
+		{"ib", 0, true}, {"1gi", 0, true}, {"1gibb", 0, true},
 	} {
 		got, err := stream.ParseBytes(c.in)
 		if c.bad != (err != nil) || got != c.want {

@@ -126,7 +126,7 @@ func runBench(ctx context.Context, e *env, f *benchFlags, url string) error {
 	if f.cacheLimit != "" {
 		n, err := stream.ParseBytes(f.cacheLimit)
 		if err != nil {
-			return fmt.Errorf("bench: --cache-limit: %w (a count of bytes with an optional kb, mb, gb or tb, powers of 1024 as MosaicML's)", err)
+			return fmt.Errorf("bench: --cache-limit: %w", err)
 		}
 		c.Options.CacheLimit = n
 	}

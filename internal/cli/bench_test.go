@@ -58,7 +58,7 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--batch-size", "8", "--cache-limit", "10GiB"}, `bench: --cache-limit: stream: bad byte count "10GiB"`},
+		{[]string{"--batch-size", "8", "--cache-limit", "10 gigs"}, `bench: --cache-limit: stream: bad byte count "10 gigs" (want a number of bytes, or one with a unit`},
 		{[]string{"--batch-size", "8", "--plot-format", "gif"}, `bench: --plot-format "gif": want png or svg`},
 		{[]string{"--batch-size", "-2"}, "bench: --batch-size -2: must be at least 1"},
 		{[]string{"--batch-size", "8", "--workers-per-rank", "-1"}, "--workers-per-rank -1, --max-steps 0: none may be negative"},

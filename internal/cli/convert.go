@@ -14,6 +14,7 @@ import (
 	"github.com/sluicedata/sluice/convert"
 	"github.com/sluicedata/sluice/convert/fetch"
 	"github.com/sluicedata/sluice/convert/input"
+	"github.com/sluicedata/sluice/stream"
 )
 
 // convertFlags holds the convert command's flag values.
@@ -211,28 +212,23 @@ func (f *convertFlags) options(in, out string, getenv func(string) string) (*con
 	return o, nil
 }
 
-// parseSize parses a size as MosaicML's writer does: bytes, or a number
-// with a unit b, kb, mb, gb, tb (powers of 1024; fractions allowed).
+// parseSize parses a shard size as MosaicML's writer does (see
+// stream.ParseBytes: bytes, or a number with a unit b, kb, mb, gb, tb,
+// powers of 1024, fractions allowed); none or 0 means no limit. MDS
+// shards stay below 4 GiB.
 func parseSize(s string) (int64, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
-	if t == "" || t == "none" || t == "0" {
+	if t == "" || t == "none" {
 		return 0, nil
 	}
-	mult := 1.0
-	for i, u := range []string{"tb", "gb", "mb", "kb", "b"} {
-		if strings.HasSuffix(t, u) {
-			t = strings.TrimSpace(strings.TrimSuffix(t, u))
-			for range 4 - i {
-				mult *= 1024
-			}
-			break
-		}
+	n, err := stream.ParseBytes(t)
+	if err != nil {
+		return 0, fmt.Errorf("convert: bad size %q: %w", s, err)
 	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 || v*mult >= 1<<32 {
-		return 0, fmt.Errorf("convert: bad size %q: want bytes below 4 GiB, optionally with kb/mb/gb", s)
+	if n >= 1<<32 {
+		return 0, fmt.Errorf("convert: bad size %q: want bytes below 4 GiB", s)
 	}
-	return int64(v * mult), nil
+	return n, nil
 }
 
 // resolvePart picks the part from --part, then Slurm array variables, then

@@ -82,6 +82,8 @@ func TestConvertCommandErrors(t *testing.T) {
 		{[]string{"convert", filepath.Join(dir, "missing.jsonl"), filepath.Join(dir, "o")}, "missing.jsonl"},
 		{[]string{"convert", "x.jsonl", filepath.Join(dir, "o"), "--part", "2/2"}, "bad --part"},
 		{[]string{"convert", "x.jsonl", filepath.Join(dir, "o"), "--size-limit", "5gb"}, "bad size"},
+		{[]string{"convert", "x.jsonl", filepath.Join(dir, "o"), "--size-limit", "nan"}, "bad size"},
+		{[]string{"convert", "x.jsonl", filepath.Join(dir, "o"), "--size-limit", "-1kb"}, "bad size"},
 		{[]string{"convert", "x.jsonl", filepath.Join(dir, "o"), "--compression", "lz4"}, "lz4"},
 		{[]string{"convert", "x.unknown", filepath.Join(dir, "o")}, "format"},
 	} {
@@ -119,13 +121,13 @@ func TestResolvePart(t *testing.T) {
 }
 
 func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{"64mb": 64 << 20, "1.5kb": 1536, "100b": 100, "100": 100, "0": 0, "none": 0, "1gb": 1 << 30} {
+	for in, want := range map[string]int64{"64mb": 64 << 20, "1.5kb": 1536, "100b": 100, "100": 100, "0": 0, "none": 0, "1gb": 1 << 30, "64MiB": 64 << 20} {
 		got, err := parseSize(in)
 		if err != nil || got != want {
 			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"4gb", "-1", "x", "1.5xb"} {
+	for _, bad := range []string{"4gb", "4GiB", "-1", "x", "1.5xb", "nan", "inf"} {
 		if _, err := parseSize(bad); err == nil {
 			t.Errorf("parseSize(%q) succeeded", bad)
 		}
