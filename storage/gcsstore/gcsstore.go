@@ -37,7 +37,20 @@ const (
 type Options struct {
 	// Endpoint is a custom endpoint ("http://127.0.0.1:4443"); requests to
 	// it are unauthenticated. Empty means STORAGE_EMULATOR_HOST, else Google.
+	// With HMAC keys it is the S3-compatible XML endpoint the signed
+	// requests go to instead (empty means XMLEndpoint).
 	Endpoint string
+	// HMACKey and HMACSecret are a GCS HMAC key (MosaicML Streaming's
+	// GCS_KEY and GCS_SECRET): when set, NewStore reads and writes through
+	// the XML API with them (NewHMAC) instead of the JSON API.
+	HMACKey, HMACSecret string
+	// Region is the region HMAC requests are signed for; empty means
+	// "auto", which GCS takes. Only S3-compatible servers standing in for the XML
+	// API that check it (a test server) need another.
+	Region string
+	// HMACSource says where the HMAC key came from ("GCS_KEY and
+	// GCS_SECRET"), for messages; it is never the secret.
+	HMACSource string
 	// Anonymous sends unauthenticated requests (public buckets).
 	Anonymous bool
 	// CredentialsFile is a credentials JSON file (service account,
@@ -94,6 +107,8 @@ func Open(ctx context.Context, u *url.URL) (storage.Bucket, error) {
 			opts.Endpoint = v
 		case "user_project":
 			opts.UserProject = v
+		case "region":
+			opts.Region = v
 		case "anonymous":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
@@ -101,24 +116,30 @@ func Open(ctx context.Context, u *url.URL) (storage.Bucket, error) {
 			}
 			opts.Anonymous = b
 		default:
-			return nil, fmt.Errorf("gcsstore: open %s: unknown option %q (known: endpoint, anonymous, user_project)", u.Redacted(), k)
+			return nil, fmt.Errorf("gcsstore: open %s: unknown option %q (known: endpoint, anonymous, user_project, region)", u.Redacted(), k)
 		}
 	}
-	b, err := New(ctx, u.Host, u.Path, opts)
-	if err != nil {
-		return nil, err
+	if key, secret, ok := HMACFromEnv(os.Getenv); ok {
+		opts.HMACKey, opts.HMACSecret, opts.HMACSource = key, secret, "GCS_KEY and GCS_SECRET"
 	}
-	return b, nil
+	return NewStore(ctx, u.Host, u.Path, opts)
 }
 
-// New returns a Bucket on bucket with object names under prefix. It makes
-// no request. opts may be nil.
+// New returns a Bucket on bucket with object names under prefix, through
+// the JSON API. It makes no request. opts may be nil; HMAC keys in it are
+// refused (they need the XML API: NewStore or NewHMAC).
 func New(ctx context.Context, bucket, prefix string, opts *Options) (*Bucket, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
 	if bucket == "" {
 		return nil, errors.New("gcsstore: no bucket name (want gs://BUCKET/PREFIX)")
+	}
+	if opts.HMACKey != "" || opts.HMACSecret != "" {
+		return nil, fmt.Errorf("gcsstore: gs://%s: HMAC keys go through the XML API (NewStore or NewHMAC), not New", bucket)
+	}
+	if opts.Region != "" {
+		return nil, fmt.Errorf("gcsstore: gs://%s: region applies only with HMAC keys (GCS_KEY and GCS_SECRET)", bucket)
 	}
 	root := strings.Trim(prefix, "/")
 	if root != "" {

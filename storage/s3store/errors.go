@@ -100,6 +100,9 @@ func (b *Bucket) describeAccess(ctx context.Context) string {
 	if b.requesterPays {
 		hint = " (requester pays is on)"
 	}
+	if b.scheme != "s3" {
+		hint = "" // another store's XML API (gs:// with HMAC keys)
+	}
 	return fmt.Sprintf("request to %s with %s in region %s; check that this identity may access bucket %q (IAM and bucket policy)%s",
 		b.endpointName(), src, b.region, b.name, hint)
 }

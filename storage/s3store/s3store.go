@@ -73,6 +73,10 @@ type Options struct {
 	// ListPageSize is the number of keys asked for per ListObjectsV2
 	// request; zero means the store's maximum (1000 on S3).
 	ListPageSize int32
+	// URLScheme names the store in URLs and messages ("gs" for Google
+	// Cloud Storage read through its S3-compatible XML API with HMAC
+	// keys); empty means "s3".
+	URLScheme string
 }
 
 // Bucket is a storage.Bucket on one S3 bucket and key prefix. It is safe for
@@ -87,6 +91,7 @@ type Bucket struct {
 	endpoint      string // custom endpoint, "" for AWS
 	requesterPays bool
 	listPageSize  int32
+	scheme        string // URL scheme, "s3" unless Options.URLScheme
 	// verify checks whole-object GETs against the store's checksum
 	// (verify.go); the SDK's own check is then off.
 	verify bool
@@ -315,6 +320,10 @@ func New(ctx context.Context, bucket, prefix string, opts *Options) (*Bucket, er
 		endpoint:      endpoint,
 		requesterPays: opts.RequesterPays,
 		listPageSize:  opts.ListPageSize,
+		scheme:        "s3",
+	}
+	if opts.URLScheme != "" {
+		b.scheme = opts.URLScheme
 	}
 	b.uploader = manager.NewUploader(client, func(u *manager.Uploader) {
 		u.PartSize = DefaultPartSize
@@ -336,7 +345,7 @@ func (b *Bucket) Region() string { return b.region }
 
 // URL implements storage.Bucket.
 func (b *Bucket) URL(key string) string {
-	return "s3://" + b.name + "/" + b.root + key
+	return b.scheme + "://" + b.name + "/" + b.root + key
 }
 
 // Close implements storage.Bucket. It marks the Bucket closed; idle
