@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -101,8 +102,17 @@ func runBench(ctx context.Context, e *env, f *benchFlags, url string) error {
 	if f.batchSize <= 0 {
 		return fmt.Errorf("bench: --batch-size %d: must be at least 1", f.batchSize)
 	}
-	if f.stepTime < 0 || f.workers < 0 || f.maxSteps < 0 {
-		return fmt.Errorf("bench: --step-time %s, --workers-per-rank %d, --max-steps %d: none may be negative", f.stepTime, f.workers, f.maxSteps)
+	for _, n := range []struct {
+		flag, value string
+		negative    bool
+	}{
+		{"step-time", f.stepTime.String(), f.stepTime < 0},
+		{"workers-per-rank", strconv.Itoa(f.workers), f.workers < 0},
+		{"max-steps", strconv.Itoa(f.maxSteps), f.maxSteps < 0},
+	} {
+		if n.negative {
+			return fmt.Errorf("bench: --%s %s: must not be negative", n.flag, n.value)
+		}
 	}
 	c := &bench.Config{
 		Options: stream.Options{Remote: url, Registry: e.registry, BatchSize: f.batchSize, Shuffle: f.shuffle,

@@ -61,7 +61,11 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		{[]string{"--batch-size", "8", "--cache-limit", "10 gigs"}, `bench: --cache-limit: stream: bad byte count "10 gigs" (want a number of bytes, or one with a unit`},
 		{[]string{"--batch-size", "8", "--plot-format", "gif"}, `bench: --plot-format "gif": want png or svg`},
 		{[]string{"--batch-size", "-2"}, "bench: --batch-size -2: must be at least 1"},
-		{[]string{"--batch-size", "8", "--workers-per-rank", "-1"}, "--workers-per-rank -1, --max-steps 0: none may be negative"},
+		// Only the negative flag is named (before, all three were, as
+		// if each were wrong).
+		{[]string{"--batch-size", "8", "--workers-per-rank", "-1"}, "bench: --workers-per-rank -1: must not be negative"},
+		{[]string{"--batch-size", "8", "--max-steps", "-3"}, "bench: --max-steps -3: must not be negative"},
+		{[]string{"--batch-size", "8", "--step-time", "-1s"}, "bench: --step-time -1s: must not be negative"},
 	} {
 		args := append([]string{"bench", filepath.Join(dir, "no-dataset"), "--out", filepath.Join(dir, "out"), "--no-gpu"}, c.args...)
 		out, err := runCLI(t, args...)
