@@ -1,19 +1,12 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/sluicedata/sluice/agent"
 	"github.com/sluicedata/sluice/agentapi"
@@ -29,23 +22,10 @@ func TestAgentMetricsScrapeWhileIterating(t *testing.T) {
 	dir := t.TempDir()
 	remote := filepath.Join(dir, "remote")
 	writeMetricsDataset(t, remote)
-	agentDir := filepath.Join(dir, "agent")
-	msock := filepath.Join(dir, "metrics.sock")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	done := make(chan error, 1)
-	var stderr bytes.Buffer
-	go func() {
-		done <- Run(ctx, []string{"agent", "--dir", agentDir, "--idle-timeout", "-1s", "--metrics-addr", "unix:" + msock}, &bytes.Buffer{}, &stderr)
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("agent: %v\n%s", err, stderr.String())
-		}
-	}()
-	waitFile(t, agent.SocketPath(agentDir))
-	waitFile(t, msock)
+	ma, stopAgent := startMetricsAgent(ctx, t, dir)
+	defer stopAgent()
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -54,24 +34,15 @@ func TestAgentMetricsScrapeWhileIterating(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- churn(ctx, agentDir, agentapi.Dataset{Remote: remote, Local: filepath.Join(dir, "cache"), BatchSize: 8}, j, stop)
+			errs <- churn(ctx, ma.dir, agentapi.Dataset{Remote: remote, Local: filepath.Join(dir, "cache"), BatchSize: 8}, j, stop)
 		}()
 	}
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", msock)
-	}}, Timeout: 20 * time.Second}
 	last := map[string]float64{}
 	scrapes := 0
 	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end) || scrapes < 20; scrapes++ {
-		resp, err := hc.Get("http://agent/metrics")
+		fams, err := ma.scrape()
 		if err != nil {
-			t.Fatal(err)
-		}
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		fams, err := parser.TextToMetricFamilies(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || err != nil {
-			t.Fatalf("scrape %d: status %d, official parser: %v", scrapes, resp.StatusCode, err)
+			t.Fatalf("scrape %d: %v", scrapes, err)
 		}
 		for name, f := range fams {
 			seen := map[string]bool{}

@@ -1,10 +1,7 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -13,8 +10,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/sluicedata/sluice/agent"
 	"github.com/sluicedata/sluice/agentapi"
@@ -56,25 +51,12 @@ func TestAgentMetricsRetries(t *testing.T) {
 	proxy.Inject(storagetest.ProxyFault{Kind: storagetest.Status, Method: "GET", Times: 2, Status: 500,
 		Match: func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, ".mds") }})
 
-	agentDir := filepath.Join(dir, "agent")
-	msock := filepath.Join(dir, "metrics.sock")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	done := make(chan error, 1)
-	var stderr bytes.Buffer
-	go func() {
-		done <- Run(ctx, []string{"agent", "--dir", agentDir, "--idle-timeout", "-1s", "--metrics-addr", "unix:" + msock}, &bytes.Buffer{}, &stderr)
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("agent: %v\n%s", err, stderr.String())
-		}
-	}()
-	waitFile(t, agent.SocketPath(agentDir))
-	waitFile(t, msock)
+	ma, stop := startMetricsAgent(ctx, t, dir)
+	defer stop()
 
-	c, err := agentapi.Dial(ctx, agent.SocketPath(agentDir), nil)
+	c, err := agentapi.Dial(ctx, agent.SocketPath(ma.dir), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,18 +109,9 @@ func TestAgentMetricsRetries(t *testing.T) {
 		t.Errorf("rank 1 (no consumer): %+v, %v", m, err)
 	}
 
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", msock)
-	}}, Timeout: 20 * time.Second}
-	resp, err := hc.Get("http://agent/metrics")
+	fams, err := ma.scrape()
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("official parser: %v", err)
 	}
 	f := fams["sluice_store_retries_total"]
 	if f == nil {

@@ -4,16 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/sluicedata/sluice/agent"
 	"github.com/sluicedata/sluice/agentapi"
@@ -93,25 +89,12 @@ const metricsSamples = 300
 func scrapeEpoch(t *testing.T, dir string, ds agentapi.Dataset, env map[string]string, name string, shards int) {
 	t.Helper()
 	const n = metricsSamples
-	agentDir := filepath.Join(dir, "agent")
-	msock := filepath.Join(dir, "metrics.sock")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	done := make(chan error, 1)
-	var stderr bytes.Buffer
-	go func() {
-		done <- Run(ctx, []string{"agent", "--dir", agentDir, "--idle-timeout", "-1s", "--metrics-addr", "unix:" + msock}, &bytes.Buffer{}, &stderr)
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("agent: %v\n%s", err, stderr.String())
-		}
-	}()
-	waitFile(t, agent.SocketPath(agentDir))
-	waitFile(t, msock)
+	ma, stop := startMetricsAgent(ctx, t, dir)
+	defer stop()
 
-	c, err := agentapi.Dial(ctx, agent.SocketPath(agentDir), nil)
+	c, err := agentapi.Dial(ctx, agent.SocketPath(ma.dir), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,21 +125,9 @@ func scrapeEpoch(t *testing.T, dir string, ds agentapi.Dataset, env map[string]s
 		t.Fatalf("read %d samples, want %d", got, n)
 	}
 
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", msock)
-	}}, Timeout: 20 * time.Second}
-	resp, err := hc.Get("http://agent/metrics")
+	fams, err := ma.scrape()
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("status %d", resp.StatusCode)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("official parser: %v", err)
 	}
 	value := func(name string, labels map[string]string) float64 {
 		t.Helper()
