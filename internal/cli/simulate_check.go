@@ -76,12 +76,13 @@ func checkSimulateConfig(c *sim.Config, maxMemory int64, setting string) error {
 	if setting != "" {
 		where = "simulate: --vary " + setting + ": "
 	}
-	if c.Shape.Nodes < 1 || c.Shape.RanksPerNode < 1 || c.Shape.WorkersPerRank < 1 {
-		return fmt.Errorf("%s--nodes %d, --ranks-per-node %d, --workers-per-rank %d: each must be at least 1",
-			where, c.Shape.Nodes, c.Shape.RanksPerNode, c.Shape.WorkersPerRank)
-	}
-	if c.Plan.BatchSize < 1 {
-		return fmt.Errorf("%s--batch-size %d: must be at least 1", where, c.Plan.BatchSize)
+	for _, n := range []struct {
+		flag  string
+		value int
+	}{{"nodes", c.Shape.Nodes}, {"ranks-per-node", c.Shape.RanksPerNode}, {"workers-per-rank", c.Shape.WorkersPerRank}, {"batch-size", c.Plan.BatchSize}} {
+		if n.value < 1 {
+			return fmt.Errorf("%s--%s %d: must be at least 1", where, n.flag, n.value)
+		}
 	}
 	if c.Epochs < 1 {
 		return fmt.Errorf("%s--epochs %d: at least 1 epoch must be played", where, c.Epochs)

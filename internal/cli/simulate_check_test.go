@@ -49,7 +49,7 @@ func TestSimulateRefusesNonsense(t *testing.T) {
 		{[]string{"--shards", "4", "--samples", "100", "--cache-limit", "1"}, "--cache-limit 1 bytes (1 B) is below what the real cache accepts for this run: at least 52800 bytes"},
 		{[]string{"--shards", "4", "--samples", "100", "--rank-iterator", "--workers-per-rank", "2", "--cache-limit", "70kb"}, "a rank's stream holds a shard per worker (2)"},
 		{[]string{"--shards", "4", "--samples", "100", "--vary", "cache_limit=1mb,,2mb"}, "--vary cache_limit: value 2 of 3 is empty"},
-		{[]string{"--shards", "4", "--samples", "100", "--vary", "nodes=1,0"}, "--vary nodes=0: --nodes 0, --ranks-per-node 1, --workers-per-rank 1: each must be at least 1"},
+		{[]string{"--shards", "4", "--samples", "100", "--vary", "nodes=1,0"}, "--vary nodes=0: --nodes 0: must be at least 1"},
 		// An empty key ran the base setting as many times as there were
 		// values, as if --vary had not been given.
 		{[]string{"--shards", "4", "--samples", "100", "--vary", "=1,2"}, `--vary "=1,2": want KEY=V1,V2 (comma-separated values; keys: cache_limit,`},
@@ -58,7 +58,10 @@ func TestSimulateRefusesNonsense(t *testing.T) {
 		{[]string{"--shards", "4", "--samples", "100", "--vary", "shuffle_block_size=-1"}, `--vary shuffle_block_size=-1: "-1" is not a sample count`},
 		{[]string{"--shards", "4", "--samples", "100", "--batch-size", "-3"}, "--batch-size -3: must be at least 1"},
 		{[]string{"--shards", "4", "--samples", "100", "--vary", "batch_size=2,0"}, "--vary batch_size=0: --batch-size 0: must be at least 1"},
-		{[]string{"--shards", "4", "--samples", "100", "--workers-per-rank", "0"}, "--workers-per-rank 0: each must be at least 1"},
+		// Only the flag below 1 is named (before, all three of the shape
+		// were, as if each were wrong).
+		{[]string{"--shards", "4", "--samples", "100", "--workers-per-rank", "0"}, "simulate: --workers-per-rank 0: must be at least 1"},
+		{[]string{"--shards", "4", "--samples", "100", "--ranks-per-node", "-2"}, "simulate: --ranks-per-node -2: must be at least 1"},
 		{[]string{"--shards", "4", "--samples", "100", "--vary", "predownload=" + strings.Join(many, ",")}, "65 values, at most 64"},
 		{[]string{"--shards", "4", "--samples", "100", "--vary", "cache_limit=none,10kb"}, "--vary cache_limit=10kb: --cache-limit 10240 bytes"},
 		{[]string{"--shards", "4", "--samples", "100", "--plot", t.TempDir(), "--plot-format", "gif"}, `--plot-format "gif": want png or svg`},
