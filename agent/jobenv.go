@@ -28,7 +28,8 @@ import (
 //     keys (see s3Options); jobs with different settings get different
 //     stores, and datasets opened with different settings are different
 //     shared datasets, so one job is never served through another's store.
-//   - gs:// stores are opened with the job's STORAGE_EMULATOR_HOST and
+//   - gs:// stores are opened with the job's GCS_KEY and GCS_SECRET (HMAC
+//     keys, through the XML API) or its STORAGE_EMULATOR_HOST and
 //     GOOGLE_APPLICATION_CREDENTIALS, az:// stores with the job's
 //     AZURE_STORAGE_* settings (connection string, account, key, SAS,
 //     endpoint); see gcsOptions and azstore.OptionsFrom. Settings that the
@@ -134,7 +135,7 @@ func (p *bucketPool) openWithEnv(ctx context.Context, u *url.URL, e jobEnv) (sto
 		if err != nil {
 			return nil, fmt.Errorf("agent: open %s: %w", storage.RedactURL(u.String()), err)
 		}
-		b, err := gcsstore.New(ctx, u.Host, u.Path, o)
+		b, err := gcsstore.NewStore(ctx, u.Host, u.Path, o)
 		if err != nil {
 			return nil, err
 		}
@@ -191,8 +192,15 @@ func gcsVar(k string) bool {
 }
 
 // gcsHandled reports the GCS settings a job's store takes from the job.
+// The HMAC keys are taken from the job alone: an agent's own GCS_KEY and
+// GCS_SECRET never reach a job's store (gcsstore.NewStore reads no
+// environment), so a job without them is not refused for them.
 func gcsHandled(k string) bool {
-	return k == "GOOGLE_APPLICATION_CREDENTIALS" || k == "STORAGE_EMULATOR_HOST"
+	switch k {
+	case "GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST", "GCS_KEY", "GCS_SECRET":
+		return true
+	}
+	return false
 }
 
 func azVar(k string) bool { return strings.HasPrefix(k, "AZURE_") }
@@ -252,11 +260,15 @@ func refuseAgentEnv(u *url.URL, e jobEnv, family, handled func(string) bool) err
 }
 
 // gcsOptions builds the GCS options of a job: the URL's options (endpoint,
-// anonymous, user_project), the job's STORAGE_EMULATOR_HOST as the
-// endpoint when the URL gives none, and its GOOGLE_APPLICATION_CREDENTIALS.
+// anonymous, user_project, region), and either the job's HMAC keys
+// (GCS_KEY and GCS_SECRET both set, as MosaicML Streaming selects them:
+// the XML API, gcsstore.NewHMAC) or its STORAGE_EMULATOR_HOST as the
+// endpoint when the URL gives none and its GOOGLE_APPLICATION_CREDENTIALS.
 func gcsOptions(u *url.URL, e jobEnv) (*gcsstore.Options, error) {
 	o := &gcsstore.Options{CredentialsFile: e.get("GOOGLE_APPLICATION_CREDENTIALS")}
-	if h := e.get("STORAGE_EMULATOR_HOST"); h != "" {
+	if key, secret, ok := gcsstore.HMACFromEnv(func(k string) string { return e.get(k) }); ok {
+		o = &gcsstore.Options{HMACKey: key, HMACSecret: secret, HMACSource: "the job's GCS_KEY and GCS_SECRET"}
+	} else if h := e.get("STORAGE_EMULATOR_HOST"); h != "" {
 		if !strings.Contains(h, "://") {
 			h = "http://" + h
 		}
@@ -270,6 +282,8 @@ func gcsOptions(u *url.URL, e jobEnv) (*gcsstore.Options, error) {
 			o.Endpoint = v
 		case "user_project":
 			o.UserProject = v
+		case "region":
+			o.Region = v
 		case "anonymous":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
@@ -277,7 +291,7 @@ func gcsOptions(u *url.URL, e jobEnv) (*gcsstore.Options, error) {
 			}
 			o.Anonymous = b
 		default:
-			return nil, fmt.Errorf("unknown option %q (known: endpoint, anonymous, user_project)", k)
+			return nil, fmt.Errorf("unknown option %q (known: endpoint, anonymous, user_project, region)", k)
 		}
 	}
 	return o, nil

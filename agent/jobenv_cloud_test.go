@@ -218,3 +218,47 @@ func TestJobAWSSharedFiles(t *testing.T) {
 		t.Fatal("a job whose profile is not in its files was served")
 	}
 }
+
+// TestJobGCSHMACKeys: jobs on one agent (started without GCS_KEY or
+// GCS_SECRET) read a gs:// dataset through the XML API with their own
+// HMAC keys (the S3 server standing in for GCS's XML endpoint): a job with
+// the right keys is served; a job with the same key and a wrong secret,
+// opened after it, is refused rather than served through the first job's
+// store; a job without keys does not get the HMAC store either.
+func TestJobGCSHMACKeys(t *testing.T) {
+	srv := s3test.Require(t)
+	for _, k := range []string{"GCS_KEY", "GCS_SECRET", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	prefix := randPrefix("agent-jobenv-gcshmac")
+	const n = 120
+	uploadDataset(t, srv.Open(t, prefix), n)
+	reg := &storage.Registry{}
+	reg.Register("gs", gcsstore.Open)
+	dial := serveAgent(t, reg)
+	remote := "gs://" + srv.Bucket + "/" + prefix + "?" + url.Values{"endpoint": {srv.Endpoint}, "region": {srv.Region}}.Encode()
+	keys := func(secret string) map[string]string {
+		return jobEnvWith(map[string]string{"GCS_KEY": srv.AccessKey, "GCS_SECRET": secret})
+	}
+	if err := readAll(t, dial, remote, keys(srv.SecretKey), n); err != nil {
+		t.Fatalf("job with its GCS_KEY and GCS_SECRET: %v", err)
+	}
+	err := readAll(t, dial, remote, keys("not-the-secret-0123456789"), n)
+	if err == nil {
+		t.Fatal("a job with a wrong GCS_SECRET was served (through the other job's store?)")
+	}
+	t.Logf("wrong secret: %v", err)
+	if !strings.Contains(err.Error(), "GCS_KEY and GCS_SECRET") || strings.Contains(err.Error(), "not-the-secret") {
+		t.Errorf("wrong secret: %v; want the key's source named and the secret not shown", err)
+	}
+	if err := readAll(t, dial, remote, jobEnvWith(nil), n); err == nil {
+		t.Fatal("a job without HMAC keys was served through the HMAC store")
+	} else {
+		t.Logf("no keys: %v", err)
+	}
+	if err := readAll(t, dial, remote, keys(srv.SecretKey), n); err != nil {
+		t.Fatalf("the first job's keys again: %v", err)
+	}
+}

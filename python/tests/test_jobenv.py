@@ -96,6 +96,28 @@ class JobEnvTest(helpers.AgentCase):
         # And the right keys still work afterwards.
         self.assertEqual(self.read(s3_env(), url_a, "cache-a")["ids"], list(range(n_a)))
 
+    def test_gcs_hmac_keys(self):
+        # A MosaicML user's gs:// dataset with GCS_KEY and GCS_SECRET (the
+        # S3 server standing in for GCS's XML endpoint; region= because
+        # versitygw checks it where GCS takes "auto").
+        helpers.stop_agent(self.agent_dir)
+        url_a, n_a = self.remotes["a"]
+        remote = "gs://%s/jobenv/a?endpoint=%s&region=%s" % (S3["BUCKET"], S3["ENDPOINT"], S3["REGION"])
+
+        def gcs_env(secret):
+            env = clean_env()
+            env.update(GCS_KEY=S3["ACCESS_KEY"], GCS_SECRET=secret, AWS_EC2_METADATA_DISABLED="true")
+            return env
+
+        self.assertEqual(self.read(gcs_env(S3["SECRET_KEY"]), remote, "gcs-a")["ids"], list(range(n_a)))
+        # Another job on the same agent with a wrong secret, on the local
+        # the first job has cached: refused, the secret not shown.
+        got = self.read(gcs_env("not-the-secret-0123"), remote, "gcs-a")
+        self.assertIn("error", got, "a job with a wrong GCS_SECRET was served the cached data")
+        self.assertIn("GCS_KEY and GCS_SECRET", got["message"])
+        self.assertNotIn("not-the-secret-0123", got["message"])
+        self.assertEqual(self.read(gcs_env(S3["SECRET_KEY"]), remote, "gcs-a")["ids"], list(range(n_a)))
+
 
 if __name__ == "__main__":
     unittest.main()
