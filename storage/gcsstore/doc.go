@@ -14,6 +14,8 @@
 //	                                buckets)
 //	user_project=PROJECT            bill requests to PROJECT (requester-pays
 //	                                buckets)
+//	region=REGION                   with HMAC keys only: the region requests
+//	                                are signed for (default auto)
 //
 // # Environment
 //
@@ -22,6 +24,16 @@
 // workload-identity-federation file), the gcloud user credentials
 // (gcloud auth application-default login), or the metadata server on GCE,
 // GKE (workload identity) and Cloud Run.
+//
+// HMAC keys, as MosaicML Streaming takes them: with GCS_KEY and GCS_SECRET
+// both set, Open reads and writes through GCS's S3-compatible XML API
+// (XMLEndpoint, or endpoint=) with the S3 driver (storage/s3store),
+// signing with the key for region auto, whatever
+// GOOGLE_APPLICATION_CREDENTIALS says (MosaicML's download checks the keys
+// first). URLs and messages still name gs://; a refused request names the
+// bucket, the key (shortened) and where it came from, never the secret.
+// STORAGE_EMULATOR_HOST does not apply there. NewStore and NewHMAC take
+// the keys as Options instead (a job's, on a shared agent).
 //
 // STORAGE_EMULATOR_HOST (host:port or http://host:port) points every
 // request at an emulator, without authentication, as in Google's own
