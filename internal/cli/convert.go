@@ -212,21 +212,21 @@ func (f *convertFlags) options(in, out string, getenv func(string) string) (*con
 	return o, nil
 }
 
-// parseSize parses a shard size as MosaicML's writer does (see
-// stream.ParseBytes: bytes, or a number with a unit b, kb, mb, gb, tb,
-// powers of 1024, fractions allowed); none or 0 means no limit. MDS
-// shards stay below 4 GiB.
+// parseSize parses --size-limit, a shard size, as MosaicML's writer does
+// (see stream.ParseBytes: bytes, or a number with a unit b, kb ... eb, or
+// kib ... eib alike, powers of 1024, fractions allowed); none or 0 means
+// no limit. MDS shards stay below 4 GiB.
 func parseSize(s string) (int64, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
 	if t == "" || t == "none" {
 		return 0, nil
 	}
-	n, err := stream.ParseBytes(t)
+	n, err := stream.ParseBytes(s)
 	if err != nil {
-		return 0, fmt.Errorf("convert: bad size %q: %w", s, err)
+		return 0, fmt.Errorf("convert: --size-limit: %w", err)
 	}
 	if n >= 1<<32 {
-		return 0, fmt.Errorf("convert: bad size %q: want bytes below 4 GiB", s)
+		return 0, fmt.Errorf("convert: --size-limit %q: MDS shards must stay below 4 GiB", s)
 	}
 	return n, nil
 }

@@ -81,9 +81,11 @@ func TestConvertCommandErrors(t *testing.T) {
 	}{
 		{[]string{"convert", filepath.Join(dir, "missing.jsonl"), filepath.Join(dir, "o")}, "missing.jsonl"},
 		{[]string{"convert", "x.jsonl", filepath.Join(dir, "o"), "--part", "2/2"}, "bad --part"},
-		{[]string{"convert", "x.jsonl", filepath.Join(dir, "o"), "--size-limit", "5gb"}, "bad size"},
-		{[]string{"convert", "x.jsonl", filepath.Join(dir, "o"), "--size-limit", "nan"}, "bad size"},
-		{[]string{"convert", "x.jsonl", filepath.Join(dir, "o"), "--size-limit", "-1kb"}, "bad size"},
+		// The flag is named, and the value once (before: "bad size"
+		// without the flag, the value twice).
+		{[]string{"convert", "x.jsonl", filepath.Join(dir, "o"), "--size-limit", "5gb"}, `convert: --size-limit "5gb": MDS shards must stay below 4 GiB`},
+		{[]string{"convert", "x.jsonl", filepath.Join(dir, "o"), "--size-limit", "nan"}, `convert: --size-limit: stream: bad byte count "nan" (want`},
+		{[]string{"convert", "x.jsonl", filepath.Join(dir, "o"), "--size-limit", "-1kb"}, `convert: --size-limit: stream: bad byte count "-1kb" (want`},
 		{[]string{"convert", "x.jsonl", filepath.Join(dir, "o"), "--compression", "lz4"}, "lz4"},
 		{[]string{"convert", "x.unknown", filepath.Join(dir, "o")}, "format"},
 	} {
