@@ -62,7 +62,7 @@ func runTarSequence(ctx context.Context, e *env, f *streamFlags, url string) err
 	if f.cacheLimit != "" {
 		n, err := stream.ParseBytes(f.cacheLimit)
 		if err != nil {
-			return err
+			return fmt.Errorf("stream: --cache-limit: %w", err)
 		}
 		opts.CacheLimit = n
 	}

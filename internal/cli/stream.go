@@ -270,14 +270,14 @@ func runStream(ctx context.Context, e *env, cmd *cobra.Command, f *streamFlags, 
 	if f.epochSize != "" {
 		n, err := stream.ParseEpochSize(f.epochSize)
 		if err != nil {
-			return err
+			return fmt.Errorf("stream: --epoch-size: %w", err)
 		}
 		opts.EpochSize = n
 	}
 	if f.cacheLimit != "" {
 		n, err := stream.ParseBytes(f.cacheLimit)
 		if err != nil {
-			return err
+			return fmt.Errorf("stream: --cache-limit: %w", err)
 		}
 		opts.CacheLimit = n
 	}
