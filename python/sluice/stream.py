@@ -194,4 +194,4 @@ def _check_locals(streams):
             raise ValueError(
                 "streams %d and %d use the same local directory %s for different data (remote %s and %s): "
                 "their index.json and shards would overwrite each other; give each stream its own local"
-                % (first[0], i, where, first[1][0], source[0]))
+                % (first[0], i, where, first[1][0] or "none given", source[0] or "none given"))

@@ -187,6 +187,8 @@ class StreamsTest(helpers.AgentCase):
                 with self.assertRaisesRegex(ValueError, "same local directory") as cm:
                     sluice.StreamingDataset(streams=streams, batch_size=4)
                 self.assertIn(os.path.abspath(shared), str(cm.exception))
+                # A stream without a remote is said to have none (not "None").
+                self.assertNotIn("None", str(cm.exception))
         # Each in its own local: every sample of both, once.
         ds = sluice.StreamingDataset(streams=[sluice.Stream(remote=twin + "-1", local=self.local()),
                                               sluice.Stream(remote=twin + "-2", local=self.local())], batch_size=4)
