@@ -222,7 +222,8 @@ func azHandled(k string) bool {
 // of the store's family (family) that the job's store does not take from
 // the job (handled), or STORAGE_EMULATOR_HOST / GOOGLE_APPLICATION_
 // CREDENTIALS set for the agent and not for the job (the GCS library
-// reads them from the process environment when the job gives nothing).
+// reads them from the process environment when the job gives nothing;
+// a job with HMAC keys does not use that library).
 func refuseAgentEnv(u *url.URL, e jobEnv, family, handled func(string) bool) error {
 	agentEnv := map[string]string{}
 	for _, kv := range os.Environ() {
@@ -243,7 +244,10 @@ func refuseAgentEnv(u *url.URL, e jobEnv, family, handled func(string) bool) err
 		jv, inJob := e[k]
 		av, inAgent := agentEnv[k]
 		if handled(k) {
-			lent := inAgent && !inJob && av != "" &&
+			// A job's HMAC keys open a store (gcsstore.NewHMAC) that
+			// reads neither variable from the agent's environment.
+			_, _, hmac := gcsstore.HMACFromEnv(func(k string) string { return e.get(k) })
+			lent := inAgent && !inJob && av != "" && !hmac &&
 				(k == "STORAGE_EMULATOR_HOST" || (k == "GOOGLE_APPLICATION_CREDENTIALS" && e.get("STORAGE_EMULATOR_HOST") == ""))
 			if !lent {
 				continue

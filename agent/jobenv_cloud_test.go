@@ -220,7 +220,7 @@ func TestJobAWSSharedFiles(t *testing.T) {
 }
 
 // TestJobGCSHMACKeys: jobs on one agent (started without GCS_KEY or
-// GCS_SECRET) read a gs:// dataset through the XML API with their own
+// GCS_SECRET, with a GOOGLE_APPLICATION_CREDENTIALS the jobs lack) read a gs:// dataset through the XML API with their own
 // HMAC keys (the S3 server standing in for GCS's XML endpoint): a job with
 // the right keys is served; a job with the same key and a wrong secret,
 // opened after it, is refused rather than served through the first job's
@@ -232,6 +232,12 @@ func TestJobGCSHMACKeys(t *testing.T) {
 		os.Unsetenv(k)
 	}
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	// The agent has a credentials file of its own (it was started by a
+	// job using one); jobs with HMAC keys and without a file are served
+	// all the same, since their store does not read it.
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/agent-credentials.json")
+	t.Setenv("STORAGE_EMULATOR_HOST", "")
+	os.Unsetenv("STORAGE_EMULATOR_HOST")
 	prefix := randPrefix("agent-jobenv-gcshmac")
 	const n = 120
 	uploadDataset(t, srv.Open(t, prefix), n)
@@ -240,7 +246,9 @@ func TestJobGCSHMACKeys(t *testing.T) {
 	dial := serveAgent(t, reg)
 	remote := "gs://" + srv.Bucket + "/" + prefix + "?" + url.Values{"endpoint": {srv.Endpoint}, "region": {srv.Region}}.Encode()
 	keys := func(secret string) map[string]string {
-		return jobEnvWith(map[string]string{"GCS_KEY": srv.AccessKey, "GCS_SECRET": secret})
+		e := jobEnvWith(map[string]string{"GCS_KEY": srv.AccessKey, "GCS_SECRET": secret})
+		delete(e, "GOOGLE_APPLICATION_CREDENTIALS")
+		return e
 	}
 	if err := readAll(t, dial, remote, keys(srv.SecretKey), n); err != nil {
 		t.Fatalf("job with its GCS_KEY and GCS_SECRET: %v", err)
