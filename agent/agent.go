@@ -97,6 +97,12 @@ type Agent struct {
 	// dataset and rank (metrics.go): a rank's counters go on from them
 	// instead of falling when one of the jobs reading it ends.
 	retiredRanks map[metricsKey]metrics.Rank
+	// opening holds, by a token of each (openSeq), the cache directories
+	// (cacheDirs) of the datasets being opened outside mu
+	// (acquireDataset): another remote's dataset is refused them while
+	// the open, which writes the index there, runs (reuse.go).
+	opening map[uint64]map[string]string
+	openSeq uint64
 
 	// cacheMu guards caches: one cache.Cache per cache root, shared by
 	// every dataset under it.
@@ -331,14 +337,17 @@ func (a *Agent) acquireDataset(ctx context.Context, key string, spec agentapi.Da
 		a.mu.Unlock()
 		return nil, err
 	}
+	tok := a.claimDirs(spec)
 	a.mu.Unlock()
 	// Open outside the lock: it may download the index. Two openers may
 	// race; the loser closes its copy.
 	d, err := a.openDataset(ctx, key, spec, env)
+	a.mu.Lock()
+	delete(a.opening, tok)
 	if err != nil {
+		a.mu.Unlock()
 		return nil, err
 	}
-	a.mu.Lock()
 	if prev, ok := a.datasets[key]; ok {
 		prev.refs++
 		a.mu.Unlock()

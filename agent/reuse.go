@@ -45,17 +45,42 @@ func (a *Agent) reusedLocal(spec agentapi.Dataset) error {
 	if len(want) == 0 {
 		return nil
 	}
-	for _, d := range a.datasets {
-		if c := d.opts.Cache; c != nil && cacheGone(c) {
-			continue
-		}
-		for dir, remote := range d.dirs {
+	check := func(dirs map[string]string) error {
+		for dir, remote := range dirs {
 			if other, ok := want[dir]; ok && other != remote {
 				return &agentapi.Error{Code: agentapi.CodeInvalid, Message: fmt.Sprintf(
 					"local directory %s caches %s for another dataset open on this node; %s needs a local directory of its own (reused local directory)",
 					dir, storage.RedactURL(remote), storage.RedactURL(other))}
 			}
 		}
+		return nil
+	}
+	for _, d := range a.datasets {
+		if c := d.opts.Cache; c != nil && cacheGone(c) {
+			continue
+		}
+		if err := check(d.dirs); err != nil {
+			return err
+		}
+	}
+	// A dataset still opening (its index on its way into the directory)
+	// holds its directories too.
+	for _, dirs := range a.opening {
+		if err := check(dirs); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// claimDirs records spec's cache directories as those of a dataset being
+// opened (a.opening), until the caller deletes the token it returns; the
+// caller holds a.mu and has checked them (reusedLocal).
+func (a *Agent) claimDirs(spec agentapi.Dataset) uint64 {
+	if a.opening == nil {
+		a.opening = map[uint64]map[string]string{}
+	}
+	a.openSeq++
+	a.opening[a.openSeq] = cacheDirs(spec)
+	return a.openSeq
 }
