@@ -67,7 +67,11 @@ func TestPrefetchBesideDirectoryLock(t *testing.T) {
 			return nil
 		})
 	}()
-	<-held
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the directory lock was not taken in 20 s")
+	}
 	var (
 		done     <-chan struct{}
 		fetchErr func() error
@@ -91,8 +95,13 @@ func TestPrefetchBesideDirectoryLock(t *testing.T) {
 		}
 	}
 	close(release)
-	if err := <-lockErr; err != nil {
-		t.Fatal(err)
+	select {
+	case err := <-lockErr:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the directory lock was not let go in 20 s")
 	}
 	select {
 	case <-done:

@@ -117,12 +117,12 @@ func (w *Walk) Next(p Plan, pos, n int64, budget int) (at int64, shard int, ok b
 	return 0, 0, false
 }
 
-// Fetched counts the fetch of the shard met at position at (from Next)
-// against the budget until the consumer reaches at.
 // Pos returns the next plan position the walk looks at: every shard it
 // names from now on lies at or after it.
 func (w *Walk) Pos() int64 { return w.next }
 
+// Fetched counts the fetch of the shard met at position at (from Next)
+// against the budget until the consumer reaches at.
 func (w *Walk) Fetched(at int64) {
 	w.ahead = append(w.ahead, at)
 }
