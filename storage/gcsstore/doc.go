@@ -32,8 +32,10 @@
 // GOOGLE_APPLICATION_CREDENTIALS says (MosaicML's download checks the keys
 // first). URLs and messages still name gs://; a refused request names the
 // bucket, the key (shortened) and where it came from, never the secret.
-// STORAGE_EMULATOR_HOST does not apply there. NewStore and NewHMAC take
-// the keys as Options instead (a job's, on a shared agent).
+// STORAGE_EMULATOR_HOST does not apply there. Reads there are checked
+// against the object's CRC32C in the XML API's x-goog-hash, as the JSON
+// API's are (a body the store transcodes is not checked). NewStore and
+// NewHMAC take the keys as Options instead (a job's, on a shared agent).
 //
 // STORAGE_EMULATOR_HOST (host:port or http://host:port) points every
 // request at an emulator, without authentication, as in Google's own

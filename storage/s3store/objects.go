@@ -34,12 +34,16 @@ func (b *Bucket) Stat(ctx context.Context, key string) (storage.ObjectInfo, erro
 	if err != nil {
 		return storage.ObjectInfo{}, b.fail(ctx, "stat", key, err)
 	}
+	sum := headChecksum(out)
+	if sum.Algorithm == "" && b.verify {
+		sum = googHash(out.ResultMetadata) // GCS's XML API (HMAC keys)
+	}
 	return storage.ObjectInfo{
 		Key:      key,
 		Size:     aws.ToInt64(out.ContentLength),
 		ModTime:  aws.ToTime(out.LastModified),
 		ETag:     aws.ToString(out.ETag),
-		Checksum: headChecksum(out),
+		Checksum: sum,
 	}, nil
 }
 

@@ -3,7 +3,9 @@ package s3store
 import (
 	"context"
 	"encoding/base64"
+	"strings"
 
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go/middleware"
@@ -43,8 +45,11 @@ func checksumModeMiddleware(stack *middleware.Stack) error {
 // responseChecksum returns the whole-object checksum a GET response
 // carries (see wholeChecksum).
 func responseChecksum(out *s3.GetObjectOutput) storage.Checksum {
-	return wholeChecksum(out.ChecksumType, out.ChecksumCRC64NVME, out.ChecksumCRC32, out.ChecksumCRC32C,
-		out.ChecksumSHA256, out.ChecksumSHA1)
+	if c := wholeChecksum(out.ChecksumType, out.ChecksumCRC64NVME, out.ChecksumCRC32, out.ChecksumCRC32C,
+		out.ChecksumSHA256, out.ChecksumSHA1); c.Algorithm != "" {
+		return c
+	}
+	return googHash(out.ResultMetadata)
 }
 
 // headChecksum returns the whole-object checksum a HEAD response carries
@@ -76,6 +81,33 @@ func wholeChecksum(typ types.ChecksumType, crc64NVME, crc32, crc32C, sha256, sha
 			return storage.Checksum{}
 		}
 		return storage.Checksum{Algorithm: c.alg, Value: v}
+	}
+	return storage.Checksum{}
+}
+
+// googHash returns the object's CRC32C that a response of GCS's XML API
+// carries in x-goog-hash ("crc32c=<base64>,md5=<base64>"), in place of
+// S3's x-amz-checksum-* (gs:// with HMAC keys reads through this
+// package), or the zero Checksum: none, or a body the store transcoded
+// (stored with a Content-Encoding: its bytes are not the stored ones).
+func googHash(md middleware.Metadata) storage.Checksum {
+	raw, ok := awsmiddleware.GetRawResponse(md).(*smithyhttp.Response)
+	if !ok || raw == nil || raw.Response == nil || raw.Uncompressed || raw.Header.Get("Content-Encoding") != "" {
+		return storage.Checksum{}
+	}
+	if enc := raw.Header.Get("X-Goog-Stored-Content-Encoding"); enc != "" && enc != "identity" {
+		return storage.Checksum{}
+	}
+	for _, h := range raw.Header.Values("X-Goog-Hash") {
+		for part := range strings.SplitSeq(h, ",") {
+			k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+			if !ok || k != "crc32c" {
+				continue
+			}
+			if b, err := base64.StdEncoding.DecodeString(v); err == nil && len(b) == 4 {
+				return storage.Checksum{Algorithm: "CRC32C", Value: b}
+			}
+		}
 	}
 	return storage.Checksum{}
 }
