@@ -325,8 +325,14 @@ func (d *Dataset) await(ctx context.Context, shard int, fl *flight) (*Lease, err
 	st := &d.st[shard]
 	switch {
 	case st.flight != fl:
+		// Ended meanwhile (end closed done in the same hold that cleared
+		// st.flight): its error when it was a demand fetch, as for a
+		// waiter, else look again. Looking again after a failed demand
+		// fetch (the caller's own, which can fail before the caller
+		// waits: its admission runs on its goroutine without a limit)
+		// fetched the shard a second time.
 		c.mu.Unlock()
-		return nil, nil // ended meanwhile
+		return d.result(fl)
 	case fl.sealed:
 		// The flight has pinned the shard already: lease it directly.
 		// (The file it holds was once made st.f without a lease counted
